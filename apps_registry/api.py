@@ -1,0 +1,34 @@
+"""The REST API's one translator from domain errors to responses."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from apps_registry.exceptions import CharmingError
+
+logger = logging.getLogger(__name__)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, CharmingError):
+        return Response({"ok": False, "error": exc.as_envelope_error()}, status=exc.http_status)
+    response = drf_exception_handler(exc, context)
+    if response is not None:
+        detail = response.data.get("detail") if isinstance(response.data, dict) else None
+        message = str(detail) if detail is not None else "The request is invalid."
+        kind = getattr(exc, "default_code", "invalid_request")
+        error: dict[str, Any] = {"kind": "unauthenticated" if response.status_code == 401 else kind, "message": message}
+        if detail is None:
+            error["errors"] = response.data
+        response.data = {"ok": False, "error": error}
+        return response
+    logger.exception("Unexpected error in %s", context.get("view"))
+    return Response(
+        {"ok": False, "error": {"kind": "internal_error", "message": "Internal error; it has been logged."}},
+        status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+    )

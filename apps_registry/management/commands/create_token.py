@@ -1,0 +1,30 @@
+"""Issue an API token for a user and print it once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from apps_registry.services.tokens import token_create
+
+
+class Command(BaseCommand):
+    help = "Create an API token for USERNAME. The token is printed once; only its prefix is shown again."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username")
+        parser.add_argument("--name", default="default", help="A label to recognise the token by.")
+        parser.add_argument("--expires-days", type=int, default=None, help="Expire the token after N days.")
+
+    def handle(self, *args: Any, username: str, name: str, expires_days: int | None, **options: Any) -> None:
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"No user named {username!r}. Create it first (manage.py createsuperuser or the admin).")
+        if expires_days is not None and expires_days <= 0:
+            raise CommandError(f"--expires-days must be a positive number of days, got {expires_days}.")
+        issued = token_create(user=user, name=name, expires_days=expires_days)
+        expiry = f", expires {issued.token.expires_at:%Y-%m-%d %H:%M} UTC" if issued.token.expires_at else ""
+        self.stderr.write(f"Token {issued.token.prefix}… for {username} ({name}{expiry}). It is shown only once:")
+        self.stdout.write(issued.plaintext)

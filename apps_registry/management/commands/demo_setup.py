@@ -1,0 +1,35 @@
+"""Set up the demo user, token and staff login, and print how to reach the service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+
+from apps_registry.services.demo import demo_setup
+
+
+class Command(BaseCommand):
+    help = "Create or reuse the demo user with an API token, and a staff login; print them. Idempotent."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--base-url", default=settings.CHARMING_PUBLIC_URL, help="Where the server listens.")
+
+    def handle(self, *args: Any, base_url: str, **options: Any) -> None:
+        creds = demo_setup()
+        base = base_url.rstrip("/")
+        self.stdout.write(
+            "\n".join(
+                [
+                    "",
+                    "Charming is ready.",
+                    f"  MCP endpoint : {base}/mcp",
+                    f"  Demo user    : {creds.username}",
+                    f"  Demo token   : {creds.token}",
+                    f"  Admin        : {base}/admin/",
+                    f"  Staff login  : {creds.staff_username} / {creds.staff_password}",
+                    "",
+                ]
+            )
+        )

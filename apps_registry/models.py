@@ -1,0 +1,256 @@
+"""Charming's data model: apps, who may use them, their routes, their stored records, and
+the staff-facing trail (advisories, feedback, tokens, audit)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "Owner"
+    EDITOR = "editor", "Editor"
+    VIEWER = "viewer", "Viewer"
+
+
+class RouteKind(models.TextChoices):
+    QUERY = "query", "Query"
+    MUTATION = "mutation", "Mutation"
+
+
+class Severity(models.TextChoices):
+    INFO = "info", "Info"
+    WARN = "warn", "Warn"
+
+
+class App(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="owned_apps")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        indexes = [models.Index(fields=["owner", "name"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "app"], name="membership_one_per_user_and_app"),
+            models.UniqueConstraint(fields=["app"], condition=Q(role="owner"), name="membership_one_owner_per_app"),
+            models.CheckConstraint(condition=Q(role__in=Role.values), name="membership_role_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.role} of {self.app}"
+
+
+class Route(models.Model):
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="routes")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=10, choices=RouteKind.choices)
+    description = models.TextField(blank=True)
+    input_schema = models.JSONField(default=dict, blank=True)
+    output_schema = models.JSONField(null=True, blank=True)
+    # The author's steps, or the legacy {"handler": {...}} form, exactly as written.
+    definition = models.JSONField(default=dict)
+    # Bumped by the services whenever anything above changes; compiled routes are cached per version.
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["app", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["app", "name"], name="route_name_unique_per_app"),
+            models.CheckConstraint(condition=Q(kind__in=RouteKind.values), name="route_kind_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app.name}.{self.name}"
+
+
+class Storage(models.Model):
+    """The container of an app's records. It outlives the app when deletion keeps the data."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    app = models.OneToOneField(App, null=True, blank=True, on_delete=models.SET_NULL, related_name="storage")
+    # Remembered so retained storage can still be named and traced after the app is gone.
+    app_uuid = models.UUIDField(db_index=True)
+    app_name = models.CharField(max_length=200)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="storages")
+    detached_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "storage"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(app__isnull=False, detached_at__isnull=True)
+                | Q(app__isnull=True, detached_at__isnull=False),
+                name="storage_attached_xor_detached",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        state = f"detached {self.detached_at:%Y-%m-%d}" if self.detached_at else "attached"
+        return f"{self.app_name} ({state})"
+
+    @property
+    def is_detached(self) -> bool:
+        return self.detached_at is not None
+
+
+class Record(models.Model):
+    storage = models.ForeignKey(Storage, on_delete=models.CASCADE, related_name="records")
+    collection = models.CharField(max_length=100)
+    record_id = models.CharField(max_length=200)
+    data = models.JSONField(default=dict)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["storage", "collection", "record_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["storage", "collection", "record_id"], name="record_id_unique_per_collection"
+            ),
+        ]
+        # The unique constraint above doubles as the lookup-by-id index. A GIN index on
+        # `data` is added on PostgreSQL only by migration 0002.
+        indexes = [models.Index(fields=["storage", "collection", "created_at"], name="record_collection_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.collection}/{self.record_id}"
+
+    def as_document(self) -> dict[str, Any]:
+        """The record as routes see it: its data plus `id`."""
+        return {**self.data, "id": self.record_id}
+
+
+class Advisory(models.Model):
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="advisories")
+    kind = models.CharField(max_length=64, db_index=True)
+    severity = models.CharField(max_length=5, choices=Severity.choices, default=Severity.INFO)
+    summary = models.TextField(help_text="Agent-facing: self-sufficient, no extra context required.")
+    user_summary = models.TextField(blank=True, help_text="End-user-facing; shown in the app when set.")
+    data = models.JSONField(default=dict, blank=True)
+    doc_url = models.CharField(max_length=500, blank=True)
+    resolved = models.BooleanField(default=False, db_index=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "advisories"
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(severity__in=Severity.values), name="advisory_severity_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"[{self.kind}] {self.summary[:60]}"
+
+
+class Feedback(models.Model):
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="feedback")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="feedback")
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "feedback"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.author} on {self.app}: {self.body[:40]}"
+
+
+class FeedbackResponse(models.Model):
+    feedback = models.ForeignKey(Feedback, on_delete=models.CASCADE, related_name="responses")
+    staff_author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="feedback_responses"
+    )
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Set when the answer was delivered to the feedback's author in a tool result.
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [models.Index(fields=["feedback", "read_at"], name="feedback_response_unread")]
+
+    def __str__(self) -> str:
+        return f"Response by {self.staff_author} ({'read' if self.read_at else 'unread'})"
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, default="default")
+    prefix = models.CharField(max_length=16, unique=True, help_text="Visible start of the token, for recognising it.")
+    # SHA-256 of the whole token. Tokens are 256-bit random strings, so a fast hash suffices.
+    secret_hash = models.CharField(max_length=64, unique=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user}, {self.name})"
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+
+class AuditEvent(models.Model):
+    """Append-only trail of deletions, purges and restores. Rows are never changed or removed."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Who acted, as text, so the trail survives the actor's account.
+    actor_repr = models.CharField(max_length=200)
+    app_id = models.UUIDField(null=True, blank=True, db_index=True)
+    action = models.CharField(max_length=64, db_index=True)
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_repr} {self.action}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise ValueError("Audit events are append-only and cannot be changed.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise ValueError("Audit events are append-only and cannot be deleted.")

@@ -1,0 +1,105 @@
+"""App lifecycle: creation with its owner and storage, deletion with retention or purge."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from apps_registry.exceptions import Forbidden, app_not_found
+from apps_registry.models import App, AuditEvent, Membership, Role, Storage
+
+
+@dataclass(frozen=True)
+class DeletionResult:
+    app_id: uuid.UUID
+    app_name: str
+    purged: bool
+    records_purged: int
+    storage_id: uuid.UUID | None
+    retained_until: datetime | None
+
+
+def audit_record(*, actor: Any, action: str, app_id: uuid.UUID | None, details: dict[str, Any]) -> AuditEvent:
+    """Append one audit event. `actor` may be None for system actions."""
+    return AuditEvent.objects.create(
+        actor=actor,
+        actor_repr=str(actor.get_username()) if actor is not None else "system",
+        app_id=app_id,
+        action=action,
+        details=details,
+    )
+
+
+@transaction.atomic
+def app_create(*, owner: Any, name: str, description: str = "", app_id: uuid.UUID | None = None) -> App:
+    """Create an app with its owner membership and its (empty) storage."""
+    app = App.objects.create(id=app_id or uuid.uuid4(), owner=owner, name=name, description=description)
+    Membership.objects.create(user=owner, app=app, role=Role.OWNER)
+    Storage.objects.create(app=app, app_uuid=app.id, app_name=app.name, owner=owner)
+    return app
+
+
+@transaction.atomic
+def membership_set(*, actor: Any, app: App, user: Any, role: str) -> Membership:
+    """Give `user` a role (editor or viewer) in `app`. Only the owner may share."""
+    if app.owner_id != actor.pk:
+        raise Forbidden("Only the app's owner can share it.")
+    if role not in (Role.EDITOR, Role.VIEWER):
+        raise ValueError(f"role must be 'editor' or 'viewer', got {role!r}")
+    membership, _ = Membership.objects.update_or_create(user=user, app=app, defaults={"role": role})
+    return membership
+
+
+@transaction.atomic
+def app_delete(*, actor: Any, app_id: uuid.UUID | str, purge_storage: bool, confirmed_via: str) -> DeletionResult:
+    """Delete an app the actor owns. Its storage is purged, or detached and retained.
+
+    `confirmed_via` records how the user confirmed ("elicitation", "confirm_parameter", "admin", "command").
+    """
+    app = App.objects.select_for_update().filter(pk=str(app_id), memberships__user=actor).first()
+    if app is None:
+        raise app_not_found(app_id)
+    if app.owner_id != actor.pk:
+        raise Forbidden("Only the app's owner can delete it; you are a member, not the owner.")
+    storage = Storage.objects.select_for_update().filter(app=app).first()
+    records_purged = 0
+    retained_until = None
+    storage_id = storage.id if storage else None
+    if storage is not None:
+        if purge_storage:
+            records_purged, _ = storage.records.all().delete()
+            storage.delete()
+            storage_id = None
+        else:
+            storage.app = None
+            storage.detached_at = timezone.now()
+            storage.save(update_fields=["app", "detached_at"])
+            retained_until = storage.detached_at + timedelta(days=settings.CHARMING_STORAGE_RETENTION_DAYS)
+    app_uuid, app_name = app.id, app.name
+    app.delete()
+    audit_record(
+        actor=actor,
+        action="app.delete",
+        app_id=app_uuid,
+        details={
+            "app_name": app_name,
+            "purge_storage": purge_storage,
+            "confirmed_via": confirmed_via,
+            "records_purged": records_purged,
+            "retained_storage_id": str(storage_id) if storage_id else None,
+        },
+    )
+    return DeletionResult(
+        app_id=app_uuid,
+        app_name=app_name,
+        purged=purge_storage,
+        records_purged=records_purged,
+        storage_id=storage_id,
+        retained_until=retained_until,
+    )

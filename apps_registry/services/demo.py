@@ -1,0 +1,67 @@
+"""The demo account `make run` sets up, so a fresh checkout has something to talk to."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from apps_registry.models import ApiToken
+from apps_registry.services.tokens import token_create, token_hash
+
+DEMO_USERNAME = "demo"
+STAFF_USERNAME = "staff"
+DEMO_TOKEN_NAME = "demo"
+
+
+@dataclass(frozen=True)
+class DemoCredentials:
+    username: str
+    token: str
+    staff_username: str
+    staff_password: str
+
+
+def _secrets_file() -> Path:
+    return Path(settings.BASE_DIR) / "var" / "demo-credentials.txt"
+
+
+@transaction.atomic
+def demo_setup() -> DemoCredentials:
+    """Create (or reuse) the demo user, its token and a staff login; idempotent.
+
+    The plaintexts are kept in var/demo-credentials.txt (local only, git-ignored) so a second
+    run can print working credentials; if the file is gone or stale, fresh ones are issued.
+    """
+    user_model = get_user_model()
+    demo, _ = user_model.objects.get_or_create(username=DEMO_USERNAME, defaults={"email": "demo@example.com"})
+    staff, created = user_model.objects.get_or_create(
+        username=STAFF_USERNAME, defaults={"is_staff": True, "is_superuser": True, "email": "staff@example.com"}
+    )
+    saved = _read_saved()
+    token = saved.get("token", "")
+    if (
+        not token
+        or not ApiToken.objects.filter(secret_hash=token_hash(token), user=demo, revoked_at__isnull=True).exists()
+    ):
+        token = token_create(user=demo, name=DEMO_TOKEN_NAME).plaintext
+    password = saved.get("staff_password", "")
+    if created or not password or not staff.check_password(password):
+        password = secrets.token_urlsafe(12)
+        staff.set_password(password)
+        staff.save(update_fields=["password"])
+    _secrets_file().write_text(f"token={token}\nstaff_password={password}\n")
+    _secrets_file().chmod(0o600)
+    return DemoCredentials(username=DEMO_USERNAME, token=token, staff_username=STAFF_USERNAME, staff_password=password)
+
+
+def _read_saved() -> dict[str, str]:
+    path = _secrets_file()
+    if not path.exists():
+        return {}
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    return dict(pairs)

@@ -1,0 +1,74 @@
+"""API tokens: issued once, stored only as a hash, checked on every request."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps_registry.exceptions import AuthenticationFailed
+from apps_registry.models import ApiToken
+
+TOKEN_PREFIX = "chm_"
+# Last-used is written at most this often per token, so authentication stays read-mostly.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: ApiToken
+    plaintext: str
+
+
+def token_hash(plaintext: str) -> str:
+    return hashlib.sha256(plaintext.encode()).hexdigest()
+
+
+def token_create(*, user: Any, name: str = "default", expires_days: int | None = None) -> IssuedToken:
+    """Issue a token. The plaintext is returned once here and never stored."""
+    if expires_days is not None and expires_days <= 0:
+        raise ValueError(f"expires_days must be a positive number of days, got {expires_days}")
+    prefix = secrets.token_hex(4)
+    plaintext = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+    expires_at = timezone.now() + timedelta(days=expires_days) if expires_days else None
+    token = ApiToken.objects.create(
+        user=user, name=name, prefix=f"{TOKEN_PREFIX}{prefix}", secret_hash=token_hash(plaintext), expires_at=expires_at
+    )
+    return IssuedToken(token=token, plaintext=plaintext)
+
+
+def token_authenticate(*, plaintext: str | None) -> ApiToken:
+    """Resolve a bearer token to its ApiToken, or say exactly why it is refused (never echoing it)."""
+    if not plaintext:
+        raise AuthenticationFailed("Missing token: send the header 'Authorization: Bearer <token>'.")
+    token = ApiToken.objects.select_related("user").filter(secret_hash=token_hash(plaintext)).first()
+    if token is None:
+        raise AuthenticationFailed("Unknown token: no such API token exists. Create one with manage.py create_token.")
+    if token.revoked:
+        raise AuthenticationFailed(f"Revoked token: token {token.prefix}… was revoked; create a new one.")
+    if token.expired:
+        assert token.expires_at is not None
+        raise AuthenticationFailed(
+            f"Expired token: token {token.prefix}… expired at {token.expires_at:%Y-%m-%d %H:%M} UTC; create a new one."
+        )
+    if not token.user.is_active:
+        raise AuthenticationFailed("Inactive user: the account this token belongs to is disabled.")
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+@transaction.atomic
+def token_revoke(*, token: ApiToken) -> ApiToken:
+    """Revoke a token; revoking twice keeps the first revocation time."""
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token

@@ -1,0 +1,20 @@
+"""Token-authenticated REST API for callers and app authors."""
+
+from __future__ import annotations
+
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps_registry.selectors import app_memberships_for
+
+
+class AppListView(APIView):
+    """GET /api/apps/: the caller's apps with their role."""
+
+    def get(self, request: Request) -> Response:
+        apps = [
+            {"id": str(m.app.id), "name": m.app.name, "description": m.app.description, "role": m.role}
+            for m in app_memberships_for(request.user)
+        ]
+        return Response({"ok": True, "value": apps})

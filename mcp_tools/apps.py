@@ -1,0 +1,8 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class McpToolsConfig(AppConfig):
+    name = "mcp_tools"
+    verbose_name = "MCP tools"

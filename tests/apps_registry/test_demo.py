@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from rest_framework.test import APIClient
+
+from apps_registry.models import ApiToken
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def isolated_base_dir(settings, tmp_path):
+    (tmp_path / "var").mkdir()
+    settings.BASE_DIR = tmp_path
+
+
+def run_demo_setup(capsys) -> dict[str, str]:
+    call_command("demo_setup", "--base-url", "http://127.0.0.1:9999")
+    out = capsys.readouterr().out
+    lines = dict(line.strip().split(" : ", 1) for line in out.splitlines() if " : " in line)
+    return {key.strip(): value for key, value in lines.items()}
+
+
+def test_demo_setup_prints_working_credentials_and_is_idempotent(capsys):
+    first = run_demo_setup(capsys)
+    second = run_demo_setup(capsys)
+    assert first["MCP endpoint"] == "http://127.0.0.1:9999/mcp"
+    assert first["Demo token"] == second["Demo token"]
+    assert ApiToken.objects.filter(user__username="demo").count() == 1
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {second['Demo token']}")
+    assert client.get("/api/apps/").status_code == 200
+    staff_user, password = second["Staff login"].split(" / ")
+    assert get_user_model().objects.get(username=staff_user).check_password(password)
+
+
+def test_demo_setup_issues_a_new_token_when_the_saved_one_was_revoked(capsys):
+    first = run_demo_setup(capsys)
+    ApiToken.objects.update(revoked_at="2026-01-01T00:00:00Z")
+    second = run_demo_setup(capsys)
+    assert second["Demo token"] != first["Demo token"]

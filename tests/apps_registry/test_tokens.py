@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from apps_registry.models import ApiToken
+from apps_registry.services.tokens import token_create, token_hash, token_revoke
+from tests.factories import make_app
+
+pytestmark = pytest.mark.django_db
+
+
+def get_apps(token: str | None = None, header: str | None = None):
+    client = APIClient()
+    if header is not None:
+        client.credentials(HTTP_AUTHORIZATION=header)
+    elif token is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client.get("/api/apps/")
+
+
+def test_token_is_stored_only_as_a_hash(user):
+    issued = token_create(user=user, name="laptop")
+    row = ApiToken.objects.get(pk=issued.token.pk)
+    assert row.secret_hash == token_hash(issued.plaintext)
+    assert issued.plaintext.startswith(row.prefix)
+    assert issued.plaintext not in {getattr(row, f.attname) for f in ApiToken._meta.concrete_fields}
+
+
+def test_valid_token_authenticates_and_records_last_use(user):
+    app = make_app(owner=user, name="Budget")
+    issued = token_create(user=user)
+    response = get_apps(issued.plaintext)
+    assert response.status_code == 200
+    assert response.json()["value"] == [{"id": str(app.id), "name": "Budget", "description": "", "role": "owner"}]
+    assert ApiToken.objects.get(pk=issued.token.pk).last_used_at is not None
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        (None, "Missing token"),
+        ("Bearer chm_nope_nope", "Unknown token"),
+        ("Basic dXNlcjpwYXNz", "Malformed Authorization header"),
+    ],
+)
+def test_missing_unknown_or_malformed_token_gets_401_saying_which(db, header, message):
+    response = get_apps(header=header)
+    assert response.status_code == 401
+    assert response.json()["error"]["message"].startswith(message)
+    assert response["WWW-Authenticate"].startswith("Bearer")
+    if header:
+        assert header.split(" ", 1)[1] not in response.content.decode()
+
+
+def test_expired_token_gets_401_saying_expired(user):
+    issued = token_create(user=user, expires_days=1)
+    ApiToken.objects.filter(pk=issued.token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    response = get_apps(issued.plaintext)
+    assert response.status_code == 401
+    body = response.content.decode()
+    assert "Expired token" in body and issued.plaintext not in body
+
+
+def test_revoked_token_gets_401_saying_revoked(user):
+    issued = token_create(user=user)
+    token_revoke(token=issued.token)
+    response = get_apps(issued.plaintext)
+    assert response.status_code == 401
+    assert "Revoked token" in response.json()["error"]["message"]
+
+
+def test_create_token_command_prints_the_token_once(user, capsys):
+    call_command("create_token", "alice", "--name", "ci", "--expires-days", "7")
+    out, err = capsys.readouterr()
+    plaintext = out.strip()
+    token = ApiToken.objects.get(secret_hash=token_hash(plaintext))
+    assert token.name == "ci" and token.expires_at is not None
+    assert token.prefix in err and plaintext not in err
+
+
+def test_create_token_command_rejects_unknown_user_and_bad_expiry(user):
+    with pytest.raises(CommandError, match="No user named 'zed'"):
+        call_command("create_token", "zed")
+    with pytest.raises(CommandError, match="--expires-days must be a positive number of days, got 0"):
+        call_command("create_token", "alice", "--expires-days", "0")
