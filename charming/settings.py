@@ -93,7 +93,7 @@ WHITENOISE_USE_FINDERS = DEBUG
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["apps_registry.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "EXCEPTION_HANDLER": "apps_registry.api.exception_handler",
+    "EXCEPTION_HANDLER": "apps_registry.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 

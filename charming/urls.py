@@ -9,5 +9,5 @@ admin.site.index_title = "Apps, advisories and feedback"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("api/", include("apps_registry.urls")),
+    path("api/", include("apps_registry.api.urls")),
 ]

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps_registry import views
+from apps_registry.api import apps
 
 app_name = "api"
 
 urlpatterns = [
-    path("apps/", views.AppListView.as_view(), name="app-list"),
+    path("apps/", apps.AppListView.as_view(), name="app-list"),
 ]

@@ -1,0 +1,1 @@
+"""The token-authenticated REST API (DRF): one module per area, routes in urls.py."""
