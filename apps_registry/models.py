@@ -39,6 +39,7 @@ class App(models.Model):
     class Meta:
         ordering = ["name", "id"]
         indexes = [models.Index(fields=["owner", "name"])]
+        permissions = [("purge_app", "Can purge an app and all its data at once")]
 
     def __str__(self) -> str:
         return self.name
@@ -100,6 +101,10 @@ class Storage(models.Model):
 
     class Meta:
         verbose_name_plural = "storage"
+        permissions = [
+            ("restore_storage", "Can restore retained storage to an app"),
+            ("purge_storage", "Can purge retained storage"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(app__isnull=False, detached_at__isnull=True)
