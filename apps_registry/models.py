@@ -33,6 +33,8 @@ class App(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="owned_apps")
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
+    # The collections the author declared in the app definition: {"expenses": {}, ...}.
+    collections = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
