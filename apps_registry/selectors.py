@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet, Sum, TextField
+from django.db.models.functions import Cast, Coalesce, Length
 
 from apps_registry.exceptions import app_not_found
-from apps_registry.models import Advisory, App, Membership
+from apps_registry.models import Advisory, App, Membership, Storage
 
 
 def apps_visible_to(user: Any) -> QuerySet[App]:
@@ -39,6 +41,26 @@ def app_memberships_for(user: Any) -> QuerySet[Membership]:
 
 def advisories_open_for(app: App) -> QuerySet[Advisory]:
     return Advisory.objects.filter(app=app, resolved=False).order_by("created_at", "id")
+
+
+def retained_storage(
+    *, detached_before: datetime | None = None, app_uuid: uuid.UUID | str | None = None
+) -> QuerySet[Storage]:
+    """Storage of deleted apps (detached, kept for the retention window), oldest first."""
+    storages = Storage.objects.filter(detached_at__isnull=False).select_related("owner").order_by("detached_at", "id")
+    if detached_before is not None:
+        storages = storages.filter(detached_at__lt=detached_before)
+    if app_uuid is not None:
+        storages = storages.filter(app_uuid=str(app_uuid))
+    return storages
+
+
+def storage_with_usage(storages: QuerySet[Storage]) -> QuerySet[Storage]:
+    """Annotate `record_count` and `data_size` (characters of the records' JSON: an approximate byte size)."""
+    return storages.annotate(
+        record_count=Count("records"),
+        data_size=Coalesce(Sum(Length(Cast("records__data", TextField()))), 0),
+    )
 
 
 def _is_uuid(value: uuid.UUID | str) -> bool:

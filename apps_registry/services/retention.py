@@ -1,0 +1,323 @@
+"""Retained storage: what `delete_app` keeps, and how staff restore or purge it.
+
+Who may call: `actor=None` is an operator at the command line (shell access to the server is
+already full trust); a user `actor` (the admin) needs the matching permission —
+`apps_registry.purge_storage`, `apps_registry.restore_storage` or `apps_registry.purge_app`
+(superusers have them all).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from apps_registry.exceptions import Forbidden, InvalidInput, NotFound, OperationFailed
+from apps_registry.models import App, Record, Storage
+from apps_registry.services.apps import audit_record
+
+DEFAULT_BATCH_SIZE = 1000
+# Called after each committed batch with (records deleted so far in this run, records present at the start).
+BatchHook = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class StoragePurgeResult:
+    storage_id: uuid.UUID
+    app_uuid: uuid.UUID
+    app_name: str
+    owner: str
+    records_purged: int
+
+
+@dataclass(frozen=True)
+class StorageRestoreResult:
+    storage_id: uuid.UUID
+    app_id: uuid.UUID
+    app_name: str
+    from_app_id: uuid.UUID
+    from_app_name: str
+    records_restored: int
+    # "attached": the retained storage became the app's storage (the app's own was empty);
+    # "merged": its records moved into the app's non-empty storage.
+    mode: Literal["attached", "merged"]
+
+
+@dataclass(frozen=True)
+class AppPurgeResult:
+    app_id: uuid.UUID
+    app_name: str
+    owner: str
+    records_purged: int
+    storage_id: uuid.UUID | None
+
+
+def retention_days() -> int:
+    return int(settings.CHARMING_STORAGE_RETENTION_DAYS)
+
+
+def retention_cutoff(*, days: int | None = None, now: datetime | None = None) -> datetime:
+    """Storage detached before this moment is older than the window (and may be purged, not restored)."""
+    return (now or timezone.now()) - timedelta(days=retention_days() if days is None else days)
+
+
+def retained_until(storage: Storage) -> datetime | None:
+    if storage.detached_at is None:
+        return None
+    return storage.detached_at + timedelta(days=retention_days())
+
+
+def retained_storage_purge(
+    *,
+    actor: Any,
+    storage_id: uuid.UUID | str,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    on_batch: BatchHook | None = None,
+    via: str = "command",
+) -> StoragePurgeResult:
+    """Delete one retained storage and its records, in batches; safe to re-run after an interruption.
+
+    Each batch of records is its own transaction; the storage row and its `storage.purge` audit event
+    go in a final one. Interrupted, the storage stays with fewer records and a re-run continues.
+    """
+    _require_permission(actor, "purge_storage", "purge retained storage")
+    _check_batch_size(batch_size)
+    storage = Storage.objects.select_related("owner").filter(pk=_uuid(storage_id, "storage")).first()
+    if storage is None:
+        raise NotFound(f"No storage with id {storage_id} exists; it may have been purged already.")
+    if not storage.is_detached:
+        raise OperationFailed(
+            f"Storage {storage.id} belongs to the live app '{storage.app_name}' ({storage.app_uuid}); only retained "
+            "storage of a deleted app can be purged. To remove a live app with its data, use purge_app."
+        )
+    return _purge_detached(storage=storage, actor=actor, batch_size=batch_size, on_batch=on_batch, via=via)
+
+
+@transaction.atomic
+def storage_restore(
+    *, actor: Any, storage_id: uuid.UUID | str, to_app_id: uuid.UUID | str, via: str = "command"
+) -> StorageRestoreResult:
+    """Re-attach retained storage to an app of the same owner, within the retention window.
+
+    If the app's own storage is empty, the retained storage replaces it; otherwise the retained
+    records move into it, refused whole when any (collection, record id) exists in both.
+    """
+    _require_permission(actor, "restore_storage", "restore retained storage")
+    storage = Storage.objects.select_for_update().filter(pk=_uuid(storage_id, "storage")).first()
+    if storage is None:
+        raise NotFound(f"No storage with id {storage_id} exists; it may have been purged.")
+    if storage.detached_at is None:
+        raise OperationFailed(
+            f"Storage {storage.id} is attached to the live app '{storage.app_name}' ({storage.app_uuid}); "
+            "only retained storage of a deleted app can be restored."
+        )
+    days = retention_days()
+    now = timezone.now()
+    if storage.detached_at < retention_cutoff(now=now):
+        age = (now - storage.detached_at).days
+        raise OperationFailed(
+            f"Storage {storage.id} of the deleted app '{storage.app_name}' was detached on "
+            f"{storage.detached_at:%Y-%m-%d %H:%M} UTC, {age} days ago, outside the {days}-day retention window "
+            "(CHARMING_STORAGE_RETENTION_DAYS); it can no longer be restored, only purged."
+        )
+    app = App.objects.select_for_update().select_related("owner").filter(pk=_uuid(to_app_id, "app")).first()
+    if app is None:
+        raise NotFound(f"No app with id {to_app_id} exists. Create the app first, then restore into it.")
+    if app.owner_id != storage.owner_id:
+        raise OperationFailed(
+            f"App '{app.name}' ({app.id}) is owned by {app.owner.get_username()}, but storage {storage.id} belonged "
+            f"to an app of {storage.owner.get_username()}; retained storage can only be restored to an app of the "
+            "same owner."
+        )
+    from_app_id, from_app_name, detached_at = storage.app_uuid, storage.app_name, storage.detached_at
+    current = Storage.objects.select_for_update().filter(app=app).first()
+    records = Record.objects.filter(storage=storage)
+    if current is None or not current.records.exists():
+        if current is not None:
+            current.delete()
+        storage.app, storage.app_uuid, storage.app_name, storage.detached_at = app, app.id, app.name, None
+        storage.save(update_fields=["app", "app_uuid", "app_name", "detached_at"])
+        restored = records.count()
+        mode: Literal["attached", "merged"] = "attached"
+        target_id = storage.id
+    else:
+        clashing = records.filter(
+            Exists(
+                Record.objects.filter(
+                    storage=current, collection=OuterRef("collection"), record_id=OuterRef("record_id")
+                )
+            )
+        )
+        clash_count = clashing.count()
+        if clash_count:
+            sample = [
+                f"{c}/{r}"
+                for c, r in clashing.order_by("collection", "record_id").values_list("collection", "record_id")[:5]
+            ]
+            raise OperationFailed(
+                f"Cannot merge storage {storage.id} into app '{app.name}' ({app.id}): {clash_count} record id(s) exist "
+                f"in both, e.g. {', '.join(sample)}. Nothing was restored. Delete those records from the app, or "
+                "restore into a new, empty app.",
+                details={"collisions": clash_count, "examples": sample},
+            )
+        restored = records.update(storage=current)
+        storage.delete()
+        mode = "merged"
+        target_id = current.id
+    audit_record(
+        actor=actor,
+        action="storage.restore",
+        app_id=app.id,
+        details={
+            "storage_id": str(storage_id),
+            "target_storage_id": str(target_id),
+            "mode": mode,
+            "from_app_id": str(from_app_id),
+            "from_app_name": from_app_name,
+            "to_app_name": app.name,
+            "owner": app.owner.get_username(),
+            "records_restored": restored,
+            "detached_at": detached_at.isoformat(),
+            "via": via,
+        },
+    )
+    return StorageRestoreResult(
+        storage_id=target_id,
+        app_id=app.id,
+        app_name=app.name,
+        from_app_id=from_app_id,
+        from_app_name=from_app_name,
+        records_restored=restored,
+        mode=mode,
+    )
+
+
+def app_purge(
+    *,
+    actor: Any,
+    app_id: uuid.UUID | str,
+    confirmed_via: str,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    on_batch: BatchHook | None = None,
+) -> AppPurgeResult:
+    """Remove an app (any owner's) and all its data at once: staff removal.
+
+    The app goes in one transaction (audit `app.purge`), which detaches its storage; the records
+    are then deleted in batches (audit `storage.purge`). If that is interrupted, the leftover is
+    ordinary retained storage: `purge_storage --app-id` finishes it.
+    """
+    _require_permission(actor, "purge_app", "purge apps")
+    _check_batch_size(batch_size)
+    with transaction.atomic():
+        app = App.objects.select_for_update().select_related("owner").filter(pk=_uuid(app_id, "app")).first()
+        if app is None:
+            raise NotFound(f"No app with id {app_id} exists.")
+        storage = Storage.objects.select_for_update().select_related("owner").filter(app=app).first()
+        record_count = storage.records.count() if storage is not None else 0
+        if storage is not None:
+            storage.app, storage.detached_at = None, timezone.now()
+            storage.save(update_fields=["app", "detached_at"])
+        app_uuid, app_name, owner = app.id, app.name, app.owner.get_username()
+        app.delete()
+        audit_record(
+            actor=actor,
+            action="app.purge",
+            app_id=app_uuid,
+            details={
+                "app_name": app_name,
+                "owner": owner,
+                "confirmed_via": confirmed_via,
+                "records": record_count,
+                "storage_id": str(storage.id) if storage is not None else None,
+            },
+        )
+    purged = 0
+    if storage is not None:
+        purged = _purge_detached(
+            storage=storage, actor=actor, batch_size=batch_size, on_batch=on_batch, via="app.purge"
+        ).records_purged
+    return AppPurgeResult(
+        app_id=app_uuid,
+        app_name=app_name,
+        owner=owner,
+        records_purged=purged,
+        storage_id=storage.id if storage is not None else None,
+    )
+
+
+def _purge_detached(
+    *, storage: Storage, actor: Any, batch_size: int, on_batch: BatchHook | None, via: str
+) -> StoragePurgeResult:
+    at_start = Record.objects.filter(storage_id=storage.pk).count()
+    deleted = 0
+    while True:
+        # Never one transaction over millions of rows: each batch commits on its own.
+        with transaction.atomic():
+            batch = list(
+                Record.objects.filter(storage_id=storage.pk).order_by("pk").values_list("pk", flat=True)[:batch_size]
+            )
+            if not batch:
+                break
+            count, _ = Record.objects.filter(pk__in=batch).delete()
+        deleted += count
+        if on_batch is not None:
+            on_batch(deleted, at_start)
+    with transaction.atomic():
+        locked = Storage.objects.select_for_update().filter(pk=storage.pk).first()
+        if locked is None:
+            raise NotFound(f"Storage {storage.id} was purged by another run in the meantime.")
+        if locked.detached_at is None:
+            raise OperationFailed(
+                f"Storage {storage.id} was restored to app '{locked.app_name}' while it was being purged; "
+                f"{deleted} record(s) had already been deleted. The storage was kept."
+            )
+        # Nothing can write to detached storage, but a restore-and-delete race is cheap to cover.
+        leftover, _ = Record.objects.filter(storage_id=storage.pk).delete()
+        deleted += leftover
+        locked.delete()
+        audit_record(
+            actor=actor,
+            action="storage.purge",
+            app_id=storage.app_uuid,
+            details={
+                "storage_id": str(storage.id),
+                "app_name": storage.app_name,
+                "owner": storage.owner.get_username(),
+                "detached_at": storage.detached_at.isoformat() if storage.detached_at else None,
+                "records_purged": deleted,
+                "via": via,
+            },
+        )
+    return StoragePurgeResult(
+        storage_id=storage.id,
+        app_uuid=storage.app_uuid,
+        app_name=storage.app_name,
+        owner=storage.owner.get_username(),
+        records_purged=deleted,
+    )
+
+
+def _require_permission(actor: Any, codename: str, doing: str) -> None:
+    if actor is None:
+        return
+    if not (actor.is_active and actor.is_staff and actor.has_perm(f"apps_registry.{codename}")):
+        raise Forbidden(f"You need the permission apps_registry.{codename} to {doing}; ask a superuser to grant it.")
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInput(f"Batch size must be a positive whole number of records, got {batch_size!r}.")
+
+
+def _uuid(value: uuid.UUID | str, what: str) -> str:
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise NotFound(f"No {what} with id {value} exists: {value!r} is not a UUID.") from None
