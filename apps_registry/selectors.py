@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -10,7 +11,7 @@ from django.db.models import Count, QuerySet, Sum, TextField
 from django.db.models.functions import Cast, Coalesce, Length
 
 from apps_registry.exceptions import app_not_found
-from apps_registry.models import Advisory, App, Membership, Storage
+from apps_registry.models import Advisory, App, Membership, Record, Storage
 
 
 def apps_visible_to(user: Any) -> QuerySet[App]:
@@ -55,12 +56,48 @@ def retained_storage(
     return storages
 
 
+@dataclass(frozen=True)
+class AppSummary:
+    app: App
+    records: int
+    routes: int
+    members: int
+
+
+def app_summary_for_staff(*, app_id: uuid.UUID | str) -> AppSummary | None:
+    """Any app (staff see all) with its record, route and member counts; None if there is none."""
+    app = App.objects.select_related("owner").filter(pk=str(app_id)).first() if _is_uuid(app_id) else None
+    if app is None:
+        return None
+    return AppSummary(
+        app=app,
+        records=Record.objects.filter(storage__app=app).count(),
+        routes=app.routes.count(),
+        members=app.memberships.count(),
+    )
+
+
+@dataclass(frozen=True)
+class StorageUsage:
+    storage: Storage
+    records: int
+    # Characters of the records' JSON: an approximate size in bytes.
+    size: int
+
+
 def storage_with_usage(storages: QuerySet[Storage]) -> QuerySet[Storage]:
-    """Annotate `record_count` and `data_size` (characters of the records' JSON: an approximate byte size)."""
+    """Annotate `record_count` and `data_size` (see StorageUsage)."""
     return storages.annotate(
         record_count=Count("records"),
         data_size=Coalesce(Sum(Length(Cast("records__data", TextField()))), 0),
     )
+
+
+def storage_usage(storages: QuerySet[Storage]) -> list[StorageUsage]:
+    return [
+        StorageUsage(storage=s, records=int(s.record_count), size=int(s.data_size))  # type: ignore[attr-defined]
+        for s in storage_with_usage(storages)
+    ]
 
 
 def _is_uuid(value: uuid.UUID | str) -> bool:

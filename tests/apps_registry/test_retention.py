@@ -1,16 +1,13 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
-from django.utils import timezone
 
 from apps_registry.exceptions import Forbidden, InvalidInput, NotFound, OperationFailed
 from apps_registry.models import App, AuditEvent, Record, Storage
 from apps_registry.selectors import retained_storage, storage_with_usage
-from apps_registry.services.apps import app_delete
 from apps_registry.services.retention import (
     app_purge,
     retained_storage_purge,
@@ -18,34 +15,9 @@ from apps_registry.services.retention import (
     storage_restore,
 )
 from tests.factories import UserFactory, make_app
+from tests.retention_helpers import app_with_records, records_by_app, retained
 
 pytestmark = pytest.mark.django_db
-
-
-def app_with_records(owner, name: str, count: int, collection: str = "expenses", prefix: str = "r"):
-    app = make_app(owner=owner, name=name)
-    Record.objects.bulk_create(
-        Record(storage=app.storage, collection=collection, record_id=f"{prefix}{i}", data={"n": i})
-        for i in range(count)
-    )
-    return app
-
-
-def retained(owner, name: str = "Old budget", count: int = 5, days_ago: float = 0, **kwargs) -> Storage:
-    """Storage of an app deleted (without purge) `days_ago` days ago."""
-    app = app_with_records(owner, name, count, **kwargs)
-    result = app_delete(actor=owner, app_id=app.id, purge_storage=False, confirmed_via="confirm_parameter")
-    Storage.objects.filter(pk=result.storage_id).update(detached_at=timezone.now() - timedelta(days=days_ago))
-    return Storage.objects.get(pk=result.storage_id)
-
-
-def records_by_app(exclude_storage: Storage | None = None) -> dict[str, int]:
-    rows = Record.objects.all()
-    if exclude_storage is not None:
-        rows = rows.exclude(storage=exclude_storage)
-    return {
-        name: rows.filter(storage__app_name=name).count() for name in rows.values_list("storage__app_name", flat=True)
-    }
 
 
 class Interrupted(Exception):
