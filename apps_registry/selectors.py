@@ -11,7 +11,7 @@ from django.db.models import Count, QuerySet, Sum, TextField
 from django.db.models.functions import Cast, Coalesce, Length
 
 from apps_registry.exceptions import app_not_found
-from apps_registry.models import Advisory, App, Membership, Record, Storage
+from apps_registry.models import Advisory, App, Feedback, Membership, Record, Storage
 
 
 def apps_visible_to(user: Any) -> QuerySet[App]:
@@ -98,6 +98,11 @@ def storage_usage(storages: QuerySet[Storage]) -> list[StorageUsage]:
         StorageUsage(storage=s, records=int(s.record_count), size=int(s.data_size))  # type: ignore[attr-defined]
         for s in storage_with_usage(storages)
     ]
+
+
+def feedback_sent_by(*, user: Any, app: App) -> QuerySet[Feedback]:
+    """The user's own feedback on an app, newest first, with the staff answers prefetched."""
+    return Feedback.objects.filter(author=user, app=app).prefetch_related("responses").order_by("-created_at", "-id")
 
 
 def _is_uuid(value: uuid.UUID | str) -> bool:
