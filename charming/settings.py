@@ -109,3 +109,16 @@ LOGGING = {
 CHARMING_PUBLIC_URL = env.str("CHARMING_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
 # How long storage detached by delete_app (without purge_storage) is kept before purge_storage removes it.
 CHARMING_STORAGE_RETENTION_DAYS = env.int("CHARMING_STORAGE_RETENTION_DAYS", default=30)
+
+# --- MCP endpoint (/mcp, mcp_tools) ---
+# Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from
+# DJANGO_SECRET_KEY. Every worker behind one URL must share it.
+CHARMING_MCP_STATE_KEY = env.str("CHARMING_MCP_STATE_KEY", default="")
+# Seconds a delete_app confirmation prompt stays answerable on 2026-07-28 before the agent must ask again.
+CHARMING_MCP_CONFIRM_TTL_SECONDS = env.int("CHARMING_MCP_CONFIRM_TTL_SECONDS", default=300)
+# Host headers /mcp answers to (DNS-rebinding protection; "name:*" allows any port). Empty: DJANGO_ALLOWED_HOSTS.
+CHARMING_MCP_ALLOWED_HOSTS = env.list("CHARMING_MCP_ALLOWED_HOSTS", default=[])
+# Browser Origins /mcp accepts; any other Origin gets 403. Empty: the origin of CHARMING_PUBLIC_URL.
+CHARMING_MCP_ALLOWED_ORIGINS = env.list("CHARMING_MCP_ALLOWED_ORIGINS", default=[])
+# Seconds an idle 2025-11-25 session (Mcp-Session-Id) is kept in the worker's memory.
+CHARMING_MCP_SESSION_IDLE_SECONDS = env.int("CHARMING_MCP_SESSION_IDLE_SECONDS", default=1800)

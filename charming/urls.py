@@ -3,6 +3,8 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from mcp_tools.views import protected_resource_metadata
+
 admin.site.site_header = "Charming staff console"
 admin.site.site_title = "Charming"
 admin.site.index_title = "Apps, advisories and feedback"
@@ -10,4 +12,7 @@ admin.site.index_title = "Apps, advisories and feedback"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("apps_registry.api.urls")),
+    # RFC 9728 metadata for the MCP endpoint, at the root and at the /mcp-suffixed location.
+    path(".well-known/oauth-protected-resource", protected_resource_metadata, name="oauth-protected-resource"),
+    path(".well-known/oauth-protected-resource/mcp", protected_resource_metadata, name="oauth-protected-resource-mcp"),
 ]

@@ -1,0 +1,58 @@
+"""Checking a call's arguments against its tool's own inputSchema (the SDK does not)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from apps_registry.exceptions import InvalidInput
+from mcp_tools.contracts import CONTRACTS
+
+EXAMPLE_UUID = "123e4567-e89b-42d3-a456-426614174000"
+_VALIDATORS = {
+    name: Draft202012Validator(contract["inputSchema"], format_checker=Draft202012Validator.FORMAT_CHECKER)
+    for name, contract in CONTRACTS.items()
+}
+
+
+def _path(error: ValidationError) -> str:
+    path = "$"
+    for part in error.absolute_path:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    if error.validator == "required":
+        missing = re.match(r"'([^']*)' is a required property", error.message)
+        if missing:
+            path += f".{missing.group(1)}"
+    return path
+
+
+def _message(error: ValidationError) -> str:
+    field = error.absolute_path[-1] if error.absolute_path else None
+    if error.validator == "required":
+        return "is required"
+    if field == "app_id" and error.validator in ("pattern", "format"):
+        return f"must be an app's UUID as list_apps returns it (e.g. {EXAMPLE_UUID}), got {error.instance!r}"
+    if error.validator == "type":
+        return f"must be of type {error.validator_value}, got {type(error.instance).__name__}"
+    return error.message
+
+
+def arguments_check(tool: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    """The arguments, or InvalidInput listing every problem with its JSON path."""
+    args = dict(arguments or {})
+    problems = sorted(_VALIDATORS[tool].iter_errors(args), key=lambda e: list(map(str, e.absolute_path)))
+    if problems:
+        errors: list[dict[str, Any]] = []
+        for problem in problems:
+            error = {"path": _path(problem), "message": _message(problem)}
+            if error not in errors:  # `pattern` and `format` both flag a bad UUID
+                errors.append(error)
+        listing = "; ".join(f"{e['path']} {e['message']}" for e in errors)
+        raise InvalidInput(
+            f"Invalid arguments for {tool}: {listing}. Fix them as its inputSchema says and call again.",
+            errors=errors,
+        )
+    return args

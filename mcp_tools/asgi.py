@@ -1,0 +1,64 @@
+"""The ASGI application: /mcp goes to the MCP SDK (behind origin checks and bearer auth), the rest to Django.
+
+Django's ASGI handler refuses `lifespan`, and the SDK's session manager must run for the whole
+process (it owns the task group 2025-11-25 sessions live in), so this wrapper answers lifespan
+itself. Serve it with an ASGI server that sends lifespan events (uvicorn does).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecurityMiddleware
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp_tools.auth import BearerAuth
+
+logger = logging.getLogger(__name__)
+
+MCP_PATH = "/mcp"
+
+
+class CharmingASGI:
+    def __init__(self, django_app: Any, session_manager: StreamableHTTPSessionManager, mcp_app: Any = None) -> None:
+        self.django_app = django_app
+        self.session_manager = session_manager
+        # Host/Origin first, so a foreign Origin gets 403 whether or not it carries a token.
+        self.security = TransportSecurityMiddleware(session_manager.security_settings)
+        self.mcp_app: ASGIApp = mcp_app or BearerAuth(session_manager.handle_request)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] == "http" and scope["path"] in (MCP_PATH, MCP_PATH + "/"):
+            rejection = await self.security.validate_request(Request(scope), is_post=False)
+            if rejection is not None:
+                await rejection(scope, receive, send)
+                return
+            await self.mcp_app(scope, receive, send)
+            return
+        await self.django_app(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        message = await receive()
+        try:
+            async with self.session_manager.run():
+                await send({"type": "lifespan.startup.complete"})
+                message = await receive()  # blocks until lifespan.shutdown
+        except BaseException as exc:
+            logger.exception("MCP session manager failed during %s", message["type"])
+            phase = "startup" if message["type"] == "lifespan.startup" else "shutdown"
+            await send({"type": f"lifespan.{phase}.failed", "message": repr(exc)})
+            return
+        await send({"type": "lifespan.shutdown.complete"})
+
+
+def application_build(django_app: Any) -> CharmingASGI:
+    """The whole service: Django plus /mcp with a fresh session manager (start it via lifespan)."""
+    from mcp_tools.server import session_manager_build
+
+    return CharmingASGI(django_app, session_manager_build())

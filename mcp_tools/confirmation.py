@@ -1,0 +1,70 @@
+"""delete_app's confirmation state on protocol 2026-07-28 (multi-round-trip elicitation).
+
+The SDK's RequestStateBoundary seals the state with AES-GCM and binds it to the tool, its exact
+arguments (app_id, purge_storage, confirm), the authenticated user and an expiry. Inside we keep
+our own claims too, so the rule does not rest on middleware configuration alone: the user, the
+app, the purge flag, a short expiry and a one-time nonce, redeemed once (a replayed answer is
+refused). Nonces live in Django's cache: deployments with several workers need a shared cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+
+from apps_registry.exceptions import ConfirmationRequired
+
+STATE_VERSION = 1
+NONCE_CACHE_PREFIX = "charming:mcp:delete-confirmation:"
+RETRY_HINT = "Nothing was deleted; call delete_app again to get a new confirmation prompt."
+
+
+def state_key() -> str:
+    """The requestState sealing secret: CHARMING_MCP_STATE_KEY, or one derived from SECRET_KEY."""
+    configured: str = settings.CHARMING_MCP_STATE_KEY
+    if configured:
+        return configured
+    return hashlib.sha256(b"charming/mcp/request-state:" + settings.SECRET_KEY.encode()).hexdigest()
+
+
+def confirmation_state_new(*, user_id: Any, app_id: str, purge_storage: bool) -> str:
+    """The plaintext state of a new delete prompt (sealed by the SDK on its way out)."""
+    claims = {
+        "v": STATE_VERSION,
+        "uid": str(user_id),
+        "app": str(app_id).lower(),
+        "purge": purge_storage,
+        "exp": time.time() + settings.CHARMING_MCP_CONFIRM_TTL_SECONDS,
+        "nonce": secrets.token_urlsafe(16),
+    }
+    return json.dumps(claims, separators=(",", ":"))
+
+
+def confirmation_state_redeem(state: str, *, user_id: Any, app_id: str, purge_storage: bool) -> None:
+    """Accept a returned state once: same user, app and purge flag, not expired, not used before."""
+    try:
+        claims = json.loads(state)
+        valid_shape = isinstance(claims, dict) and claims.get("v") == STATE_VERSION
+    except ValueError:
+        valid_shape = False
+    if not valid_shape:
+        raise ConfirmationRequired(f"The confirmation state is not one this server issued. {RETRY_HINT}")
+    if (
+        claims.get("uid") != str(user_id)
+        or claims.get("app") != str(app_id).lower()
+        or claims.get("purge") is not purge_storage
+    ):
+        raise ConfirmationRequired(f"The confirmation was given for another user, app or purge choice. {RETRY_HINT}")
+    expires = claims.get("exp")
+    if not isinstance(expires, int | float) or not time.time() < expires:
+        raise ConfirmationRequired(f"The confirmation prompt has expired. {RETRY_HINT}")
+    nonce = claims.get("nonce")
+    ttl = max(int(expires - time.time()) + 60, 60)
+    if not isinstance(nonce, str) or not cache.add(NONCE_CACHE_PREFIX + nonce, True, timeout=ttl):
+        raise ConfirmationRequired(f"This confirmation was already used. {RETRY_HINT}")

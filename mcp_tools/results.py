@@ -1,0 +1,89 @@
+"""Shaping tool results, and the MCP layer's one translator from domain errors to tool results.
+
+Envelope tools (list_apps, get_app, query_app, mutate_app, send_feedback) answer
+`{ok, value?, error?, advisories?}` in `structuredContent`, valid against their output schema on
+success and on every error, plus a text content carrying the value or the error with each
+advisory's summary appended. `isError` is true exactly when `ok` is false. delete_app's contract
+says errors arrive as content only, so its errors carry no `structuredContent`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import mcp_types as types
+
+from apps_registry.exceptions import CharmingError
+
+logger = logging.getLogger(__name__)
+
+INTERNAL_ERROR_MESSAGE = "Internal error: the server failed to handle this call; it has been logged. Try again later."
+
+
+def advisories_text(advisories: list[dict[str, Any]]) -> str:
+    if not advisories:
+        return ""
+    lines = [f"- [{a.get('severity', 'info')}] {a['kind']}: {a['summary']}" for a in advisories]
+    return "\n\nAdvisories:\n" + "\n".join(lines)
+
+
+def error_text(error: dict[str, Any]) -> str:
+    text = f"Error ({error['kind']}): {error['message']}"
+    for problem in error.get("errors") or []:
+        if isinstance(problem, dict) and "message" in problem:
+            text += f"\n- {problem.get('path', '$')}: {problem['message']}"
+        else:
+            text += f"\n- {problem}"
+    if error.get("details"):
+        text += "\nDetails: " + json.dumps(error["details"], ensure_ascii=False, default=str)
+    return text
+
+
+def _result(text: str, structured: dict[str, Any] | None, *, is_error: bool) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=structured, is_error=is_error
+    )
+
+
+def envelope_ok(
+    value: Any, *, advisories: list[dict[str, Any]] | None = None, text: str | None = None
+) -> types.CallToolResult:
+    """A successful envelope: `{ok: true, value, advisories?}`; the text is the value as JSON unless given."""
+    structured: dict[str, Any] = {"ok": True, "value": value}
+    if advisories:
+        structured["advisories"] = advisories
+    body = text if text is not None else json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    return _result(body + advisories_text(advisories or []), structured, is_error=False)
+
+
+def envelope_error(error: dict[str, Any], *, advisories: list[dict[str, Any]] | None = None) -> types.CallToolResult:
+    structured: dict[str, Any] = {"ok": False, "error": error}
+    if advisories:
+        structured["advisories"] = advisories
+    return _result(error_text(error) + advisories_text(advisories or []), structured, is_error=True)
+
+
+def plain_ok(structured: dict[str, Any], text: str) -> types.CallToolResult:
+    return _result(text, structured, is_error=False)
+
+
+def plain_error(error: dict[str, Any], *, advisories: list[dict[str, Any]] | None = None) -> types.CallToolResult:
+    """An error result carried by content alone (delete_app: its output schema describes success only)."""
+    return _result(error_text(error) + advisories_text(advisories or []), None, is_error=True)
+
+
+def error_result(
+    exc: BaseException, *, envelope: bool, advisories: list[dict[str, Any]] | None = None, tool: str = "?"
+) -> types.CallToolResult:
+    """The one translator: a domain error becomes its envelope error; anything else a generic internal error."""
+    if isinstance(exc, CharmingError):
+        error = exc.as_envelope_error()
+    else:
+        logger.error("Unexpected error in MCP tool %s", tool, exc_info=exc)
+        error = {"kind": "internal_error", "message": INTERNAL_ERROR_MESSAGE}
+        advisories = None
+    if envelope:
+        return envelope_error(error, advisories=advisories)
+    return plain_error(error, advisories=advisories)

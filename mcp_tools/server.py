@@ -1,0 +1,142 @@
+"""The MCP server: tools/list serves the contracts verbatim; tools/call dispatches to one handler per tool.
+
+Protocol errors (unknown tool, malformed request) stay JSON-RPC errors; everything a tool can get
+wrong becomes a tool result. Handler exceptions never reach the SDK: on 2025-11-25 it would send
+their text to the client.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+import mcp_types as types
+from django.conf import settings
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from apps_registry.exceptions import CharmingError
+from mcp_tools.arguments import arguments_check
+from mcp_tools.auth import current_caller
+from mcp_tools.confirmation import state_key
+from mcp_tools.contracts import CONTRACTS, TOOL_NAMES
+from mcp_tools.results import error_result
+from mcp_tools.tools import Handler, ToolCall, ToolResult, delete_app, get_app, list_apps, run_route, send_feedback
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "charming"
+SERVER_VERSION = "0.1.0"
+INSTRUCTIONS = (
+    "Charming hosts the user's small apps (a budget, a to-do list...). Start with list_apps to find an app_id, "
+    "get_app to learn its routes, then query_app to read and mutate_app to change data. Tell the user about "
+    "advisories of kind feedback-response: they are staff answers to the user's feedback."
+)
+
+HANDLERS: dict[str, Handler] = {
+    "list_apps": list_apps.handle,
+    "get_app": get_app.handle,
+    "query_app": run_route.handle_query,
+    "mutate_app": run_route.handle_mutate,
+    "send_feedback": send_feedback.handle,
+    "delete_app": delete_app.handle,
+}
+# delete_app's output schema describes success only; its errors are content with isError.
+ENVELOPE_TOOLS = frozenset(TOOL_NAMES) - {"delete_app"}
+
+
+def tools_for(protocol_version: str) -> list[dict[str, Any]]:
+    """The contracts as served on `protocol_version` (2026-07-28 removed `execution` from the tool type)."""
+    tools = [copy.deepcopy(CONTRACTS[name]) for name in TOOL_NAMES]
+    if protocol_version in MODERN_PROTOCOL_VERSIONS:
+        for tool in tools:
+            tool.pop("execution", None)
+    return tools
+
+
+async def list_tools(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    # ttl 0 and private: the list is the same for everyone today, but clients must not share caches across users.
+    return types.ListToolsResult.model_validate(
+        {"tools": tools_for(ctx.protocol_version), "ttlMs": 0, "cacheScope": "private"}
+    )
+
+
+async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> ToolResult:
+    handler = HANDLERS.get(params.name)
+    if handler is None:
+        raise MCPError(
+            code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name!r}. Available: {', '.join(TOOL_NAMES)}."
+        )
+    envelope = params.name in ENVELOPE_TOOLS
+    caller = current_caller.get()
+    if caller is None:  # the ASGI auth wrapper always sets it; fail closed if it did not
+        logger.error("MCP tools/call %s reached without an authenticated caller", params.name)
+        return error_result(RuntimeError("no caller"), envelope=envelope, tool=params.name)
+    try:
+        arguments = arguments_check(params.name, params.arguments)
+        return await handler(ToolCall(user=caller.user, arguments=arguments, params=params, ctx=ctx))
+    except CharmingError as error:
+        return error_result(error, envelope=envelope, tool=params.name)
+    except Exception as error:  # noqa: BLE001 - the one place unexpected errors become a generic result
+        return error_result(error, envelope=envelope, tool=params.name)
+
+
+def _input_schema(name: str) -> dict[str, Any] | None:
+    contract = CONTRACTS.get(name)
+    return contract["inputSchema"] if contract else None
+
+
+def server_build() -> Server[Any]:
+    server: Server[Any] = Server(
+        SERVER_NAME,
+        version=SERVER_VERSION,
+        title="Charming",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        get_tool_input_schema=_input_schema,
+    )
+    # Seals delete_app's requestState (2026-07-28): AES-GCM, bound to tool, arguments, user and expiry.
+    server.middleware.append(
+        RequestStateBoundary(
+            RequestStateSecurity(keys=[state_key()], ttl=float(settings.CHARMING_MCP_CONFIRM_TTL_SECONDS)),
+            default_audience=SERVER_NAME,
+        )
+    )
+    return server
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def transport_security() -> TransportSecuritySettings:
+    """DNS-rebinding protection: Host must be one we serve; a browser Origin must be ours (else 403)."""
+    hosts = list(settings.CHARMING_MCP_ALLOWED_HOSTS)
+    if not hosts:
+        for host in settings.ALLOWED_HOSTS:
+            if host and host != "*" and not host.startswith("."):
+                hosts += [host, f"{host}:*"]
+    origins = list(settings.CHARMING_MCP_ALLOWED_ORIGINS) or [_origin(settings.CHARMING_PUBLIC_URL)]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def session_manager_build(server: Server[Any] | None = None) -> StreamableHTTPSessionManager:
+    """A session manager serving both protocol versions on one URL; run it once per process (lifespan)."""
+    return StreamableHTTPSessionManager(
+        app=server or server_build(),
+        stateless=False,
+        json_response=False,
+        security_settings=transport_security(),
+        session_idle_timeout=float(settings.CHARMING_MCP_SESSION_IDLE_SECONDS),
+    )

@@ -1,0 +1,44 @@
+"""One handler per tool: check the arguments, call one service, shape the result."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from mcp.server.context import ServerRequestContext
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+ToolResult = types.CallToolResult | types.InputRequiredResult
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """What a handler gets: the caller, its already-checked arguments and the SDK's request context."""
+
+    user: Any
+    arguments: dict[str, Any]
+    params: types.CallToolRequestParams
+    ctx: ServerRequestContext[Any, Any]
+
+
+Handler = Callable[[ToolCall], Awaitable[ToolResult]]
+
+
+def _with_fresh_connection(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    # What Django does around each request: drop connections that are broken or past CONN_MAX_AGE.
+    close_old_connections()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        close_old_connections()
+
+
+async def db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run a service or selector (sync ORM code) from an async handler."""
+    return await sync_to_async(_with_fresh_connection, thread_sensitive=True)(fn, *args, **kwargs)

@@ -1,0 +1,156 @@
+"""delete_app: delete an app the caller owns, after the user confirmed it.
+
+Confirmation: an elicitation prompt when the client declared the capability (authoritative;
+`confirm` is then ignored) -- `elicitation/create` on the call's SSE stream on 2025-11-25, an
+input-required result with sealed requestState on 2026-07-28 -- otherwise the call fails closed
+until re-invoked with `confirm: true`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from django.conf import settings
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from apps_registry.exceptions import ConfirmationRequired, Forbidden
+from apps_registry.selectors import app_get_visible
+from apps_registry.services.advisories import advisories_for_result
+from apps_registry.services.apps import DeletionResult, app_delete
+from mcp_tools.confirmation import confirmation_state_new, confirmation_state_redeem
+from mcp_tools.results import plain_error, plain_ok
+from mcp_tools.tools import ToolCall, ToolResult, db
+
+CONFIRM_INPUT_KEY = "confirm_delete"
+CONFIRM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "confirm": {
+            "type": "boolean",
+            "title": "Delete this app permanently",
+            "description": "Check to delete the app. This cannot be undone.",
+        }
+    },
+    "required": ["confirm"],
+}
+NOT_OWNER_MESSAGE = "Only the app's owner can delete it; you are {role}, not the owner. Nothing was deleted."
+
+
+@dataclass(frozen=True)
+class Target:
+    app_id: str
+    name: str
+    role: str
+    advisories: list[dict[str, Any]]
+
+
+def _target(user: Any, app_id: str) -> Target:
+    app, role = app_get_visible(user=user, app_id=app_id)
+    # Advisories only where the call ends without deleting (here: a non-owner); delivering them marks answers read.
+    advisories = advisories_for_result(actor=user, app=app) if role != "owner" else []
+    return Target(app_id=str(app.id), name=app.name, role=role, advisories=advisories)
+
+
+def _prompt(target: Target, purge_storage: bool) -> str:
+    if purge_storage:
+        fate = "Its stored data will be deleted too."
+    else:
+        fate = (
+            f"Its stored data will be kept for {settings.CHARMING_STORAGE_RETENTION_DAYS} days "
+            "(restorable by staff), then purged."
+        )
+    return f"Delete the Charming app '{target.name}' permanently? {fate} This cannot be undone."
+
+
+def _deleted_text(result: DeletionResult) -> str:
+    text = f"Deleted the app '{result.app_name}' ({result.app_id})."
+    if result.purged:
+        return text + f" Its stored data was purged as well ({result.records_purged} records); nothing is retained."
+    until = f"{result.retained_until:%Y-%m-%d}" if result.retained_until else "the end of the retention window"
+    return text + (
+        f" Its stored data was detached and is retained until {until} "
+        f"({settings.CHARMING_STORAGE_RETENTION_DAYS} days), then purged; staff can restore it before then."
+    )
+
+
+async def _delete(call: ToolCall, target: Target, purge_storage: bool, confirmed_via: str) -> ToolResult:
+    result = await db(
+        app_delete, actor=call.user, app_id=target.app_id, purge_storage=purge_storage, confirmed_via=confirmed_via
+    )
+    return plain_ok({"ok": True, "id": str(result.app_id), "deleted": True}, _deleted_text(result))
+
+
+def _not_deleted(target: Target, action: str) -> ToolResult:
+    how = "declined" if action == "decline" else "cancelled" if action == "cancel" else "did not confirm"
+    return plain_ok(
+        {"ok": True, "id": target.app_id, "deleted": False, "cancelled": True},
+        f"The user {how} the deletion of the app '{target.name}' ({target.app_id}); nothing was deleted.",
+    )
+
+
+def _refused(message: str) -> ToolResult:
+    return plain_error(ConfirmationRequired(message).as_envelope_error())
+
+
+def _can_elicit(call: ToolCall) -> bool:
+    capabilities = call.ctx.session.client_capabilities
+    return capabilities is not None and capabilities.elicitation is not None
+
+
+async def handle(call: ToolCall) -> ToolResult:
+    purge_storage = call.arguments.get("purge_storage") is True
+    target = await db(_target, call.user, call.arguments["app_id"])
+    if target.role != "owner":
+        role = "an editor" if target.role == "editor" else "a viewer"
+        return plain_error(
+            Forbidden(NOT_OWNER_MESSAGE.format(role=role)).as_envelope_error(), advisories=target.advisories
+        )
+
+    if not _can_elicit(call):
+        if call.arguments.get("confirm") is True:
+            return await _delete(call, target, purge_storage, "confirm_parameter")
+        return _refused(
+            f"Deleting the app '{target.name}' ({target.app_id}) needs the user's confirmation, and this client "
+            "cannot show a confirmation prompt. Nothing was deleted. Confirm the deletion with the user another "
+            "way, then call delete_app again with confirm: true."
+        )
+
+    message = _prompt(target, purge_storage)
+    if call.ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        answer = (call.params.input_responses or {}).get(CONFIRM_INPUT_KEY)
+        state = call.params.request_state
+        if answer is None or state is None:
+            return types.InputRequiredResult(
+                input_requests={
+                    CONFIRM_INPUT_KEY: types.ElicitRequest(
+                        params=types.ElicitRequestFormParams(message=message, requested_schema=CONFIRM_SCHEMA)
+                    )
+                },
+                request_state=confirmation_state_new(
+                    user_id=call.user.pk, app_id=target.app_id, purge_storage=purge_storage
+                ),
+            )
+        try:
+            confirmation_state_redeem(state, user_id=call.user.pk, app_id=target.app_id, purge_storage=purge_storage)
+        except ConfirmationRequired as refusal:
+            return plain_error(refusal.as_envelope_error())
+        if not isinstance(answer, types.ElicitResult):
+            return _refused("The answer to the confirmation prompt is not an elicitation result; nothing was deleted.")
+        elicited = answer
+    else:
+        try:
+            elicited = await call.ctx.session.elicit_form(
+                message=message, requested_schema=CONFIRM_SCHEMA, related_request_id=call.ctx.request_id
+            )
+        except MCPError as failure:
+            return _refused(
+                f"The confirmation prompt failed ({failure.error.message}); nothing was deleted. Confirm with the "
+                "user another way, then call delete_app again with confirm: true."
+            )
+
+    if elicited.action == "accept" and (elicited.content or {}).get("confirm") is True:
+        return await _delete(call, target, purge_storage, "elicitation")
+    return _not_deleted(target, elicited.action)

@@ -1,0 +1,56 @@
+"""get_app: an app, its routes with their schemas, and its open advisories."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from apps_registry import selectors
+from apps_registry.models import App, Route
+from apps_registry.services.advisories import advisories_for_result
+from mcp_tools.results import envelope_ok
+from mcp_tools.tools import ToolCall, ToolResult, db
+
+
+def route_as_contract(route: Route) -> dict[str, Any]:
+    return {
+        "name": route.name,
+        "kind": route.kind,
+        "description": route.description,
+        "input": route.input_schema or {"type": "object"},
+        "output": route.output_schema,
+    }
+
+
+def _routes(app: App) -> Any:
+    routes_of = getattr(selectors, "routes_of", None)  # the engine's selector, until it lands
+    return routes_of(app) if routes_of is not None else app.routes.order_by("name")
+
+
+def _describe(user: Any, app_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    app, role = selectors.app_get_visible(user=user, app_id=app_id)
+    value = {
+        "id": str(app.id),
+        "name": app.name,
+        "description": app.description,
+        "role": role,
+        "routes": [route_as_contract(route) for route in _routes(app)],
+    }
+    return value, advisories_for_result(actor=user, app=app)
+
+
+async def handle(call: ToolCall) -> ToolResult:
+    value, advisories = await db(_describe, call.user, call.arguments["app_id"])
+    lines = [f"App '{value['name']}' (id {value['id']}); you are {value['role']}."]
+    if value["description"]:
+        lines.append(value["description"])
+    if not value["routes"]:
+        lines.append("It has no routes yet.")
+    for route in value["routes"]:
+        tool = "query_app" if route["kind"] == "query" else "mutate_app"
+        lines.append(
+            f"\n{route['name']} ({route['kind']}, call with {tool}): {route['description'] or 'no description'}"
+            f"\n  input: {json.dumps(route['input'], ensure_ascii=False)}"
+            f"\n  output: {json.dumps(route['output'], ensure_ascii=False)}"
+        )
+    return envelope_ok(value, advisories=advisories, text="\n".join(lines))

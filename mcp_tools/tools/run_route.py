@@ -1,0 +1,50 @@
+"""mutate_app and query_app: run one of an app's routes through the engine, answer its envelope."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from apps_registry.exceptions import CharmingError, NotFound
+from apps_registry.selectors import app_get_visible
+from apps_registry.services.advisories import advisories_for_result
+from mcp_tools.results import envelope_ok, error_result
+from mcp_tools.tools import ToolCall, ToolResult, db
+
+
+def _advisories_if_visible(user: Any, app_id: str) -> list[dict[str, Any]]:
+    try:
+        app, _role = app_get_visible(user=user, app_id=app_id)
+    except NotFound:
+        return []
+    return advisories_for_result(actor=user, app=app)
+
+
+def _run(
+    user: Any, app_id: str, op: str, params: dict[str, Any] | None, kind: Literal["query", "mutation"]
+) -> tuple[Any, CharmingError | None, list[dict[str, Any]]]:
+    from apps_registry.services.routes import route_run  # the engine's service (lands with the engine)
+
+    try:
+        result = route_run(actor=user, app_id=app_id, op=op, params=params, kind=kind)
+    except CharmingError as error:
+        advisories = [] if isinstance(error, NotFound) else _advisories_if_visible(user, app_id)
+        return None, error, advisories
+    return result.value, None, advisories_for_result(actor=user, app=result.app)
+
+
+async def _handle(call: ToolCall, kind: Literal["query", "mutation"]) -> ToolResult:
+    args = call.arguments
+    value, error, advisories = await db(_run, call.user, args["app_id"], args["op"], args.get("params"), kind)
+    if error is not None:
+        return error_result(error, envelope=True, advisories=advisories)
+    text = f"{args['op']} returned:\n" + json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    return envelope_ok(value, advisories=advisories, text=text)
+
+
+async def handle_mutate(call: ToolCall) -> ToolResult:
+    return await _handle(call, "mutation")
+
+
+async def handle_query(call: ToolCall) -> ToolResult:
+    return await _handle(call, "query")
