@@ -1,0 +1,102 @@
+"""Authoring advisories: non-fatal notes about an app definition, recomputed whenever it is saved."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps_registry.routes.compiler import DefinitionParts, legacy_steps
+from apps_registry.routes.limits import Limits
+
+AUTHORING_KINDS = ("legacy-bridge", "missing-output-schema", "unbounded-find", "unknown-collection", "unused-binding")
+DOC_URL = "docs/authoring.md#advisories"
+
+
+@dataclass(frozen=True)
+class AdvisoryDraft:
+    kind: str
+    severity: str
+    summary: str
+    user_summary: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def authoring_advisories(parts: DefinitionParts, limits: Limits) -> list[AdvisoryDraft]:
+    found: list[AdvisoryDraft] = []
+    for name, route in parts.routes.items():
+        if "handler" in route.body:
+            found.append(
+                AdvisoryDraft(
+                    kind="legacy-bridge",
+                    severity="warn",
+                    summary=(
+                        f"Route '{name}' uses the legacy 'handler' form. It still runs, bridged into steps; "
+                        "replace 'handler' with the equivalent 'steps' in this advisory's data."
+                    ),
+                    user_summary="One of this app's actions uses an older format; it still works.",
+                    data={"route": name, "steps": legacy_steps(route.body["handler"])},
+                )
+            )
+        if route.output_schema is None:
+            found.append(
+                AdvisoryDraft(
+                    kind="missing-output-schema",
+                    severity="warn",
+                    summary=(
+                        f"Route '{name}' has no 'output' schema, so its results are not checked and callers "
+                        "cannot rely on their shape. Add an 'output' JSON Schema to the route."
+                    ),
+                    user_summary="One of this app's actions does not describe its result.",
+                    data={"route": name},
+                )
+            )
+        bound_at: dict[str, int] = {}
+        used: set[str] = set()
+        for step in route.steps:
+            used |= step.uses
+            if step.as_name:
+                bound_at[step.as_name] = step.index
+            if step.op == "find" and "limit" not in step.exprs:
+                found.append(
+                    AdvisoryDraft(
+                        kind="unbounded-find",
+                        severity="warn",
+                        summary=(
+                            f"Route '{name}' steps[{step.index}] finds in '{step.collection}' without a 'limit'. "
+                            f"Once the collection holds more than {limits.records_read_per_call} matching records "
+                            "the call fails; add a 'limit'."
+                        ),
+                        user_summary="One of this app's lists may stop working once it grows large.",
+                        data={"route": name, "step": step.index, "collection": step.collection},
+                    )
+                )
+            if step.collection is not None and step.collection not in parts.collections:
+                declared = ", ".join(sorted(parts.collections)) or "none"
+                found.append(
+                    AdvisoryDraft(
+                        kind="unknown-collection",
+                        severity="warn",
+                        summary=(
+                            f"Route '{name}' steps[{step.index}] uses collection '{step.collection}', which the "
+                            f"definition does not declare (declared: {declared}). Fix a typo or add it to "
+                            "'collections'."
+                        ),
+                        user_summary="One of this app's actions uses data the app does not declare.",
+                        data={"route": name, "step": step.index, "collection": step.collection},
+                    )
+                )
+        for binding, index in bound_at.items():
+            if binding not in used:
+                found.append(
+                    AdvisoryDraft(
+                        kind="unused-binding",
+                        severity="info",
+                        summary=(
+                            f"Route '{name}' steps[{index}] binds '{binding}' but no later step reads it; "
+                            "remove the 'as' (or the step, if it only reads)."
+                        ),
+                        user_summary="One of this app's actions does some unneeded work; it still works.",
+                        data={"route": name, "step": index, "name": binding},
+                    )
+                )
+    return found

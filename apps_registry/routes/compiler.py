@@ -1,0 +1,442 @@
+"""The author format v1: checking a whole app definition (every problem, with its path) and
+compiling one route into steps holding compiled CEL programs and schema validators."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps_registry.routes.expressions import CONTEXT_NAMES, Expr, check_source, referenced_names
+from apps_registry.routes.limits import Limits
+from apps_registry.routes.schemas import SchemaValidator, number_paths, schema_problems
+
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,7}$")
+RESERVED_NAMES = frozenset(CONTEXT_NAMES) | {"true", "false", "null", "in", "as", "break", "const", "continue"}
+
+READ_OPS = ("get", "find", "count", "sum")
+WRITE_OPS = ("insert", "update", "upsert", "delete", "increment")
+OPS = (*READ_OPS, "let", *WRITE_OPS, "fail", "return")
+WHERE_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in")
+ROUTE_KEYS = ("kind", "description", "input", "output", "steps", "handler")
+LEGACY_ACTIONS = ("insert", "update", "delete")
+DEFAULT_INPUT: dict[str, Any] = {"type": "object"}
+
+# op -> {key: (what, required)}; `let` and `return` take a bare expression instead of an object.
+_SPECS: dict[str, dict[str, tuple[str, bool]]] = {
+    "get": {"collection": ("collection", True), "id": ("expr", True), "default": ("expr", False)},
+    "find": {
+        "collection": ("collection", True),
+        "where": ("where", False),
+        "order_by": ("order_by", False),
+        "limit": ("expr", False),
+    },
+    "count": {"collection": ("collection", True), "where": ("where", False)},
+    "sum": {"collection": ("collection", True), "field": ("field", True), "where": ("where", False)},
+    "insert": {"collection": ("collection", True), "value": ("expr", True), "id": ("expr", False)},
+    "update": {"collection": ("collection", True), "id": ("expr", True), "value": ("expr", True)},
+    "upsert": {"collection": ("collection", True), "id": ("expr", True), "value": ("expr", True)},
+    "delete": {"collection": ("collection", True), "id": ("expr", True)},
+    "increment": {
+        "collection": ("collection", True),
+        "id": ("expr", True),
+        "field": ("field", True),
+        "by": ("expr", False),
+    },
+    "fail": {"message": ("expr", True), "details": ("expr", False), "when": ("expr", False)},
+}
+
+
+@dataclass(frozen=True)
+class Condition:
+    path: tuple[str, ...]  # ("id",) is the record's id
+    op: str
+    expr: Expr
+
+
+@dataclass
+class Step:
+    index: int
+    op: str
+    as_name: str | None = None
+    collection: str | None = None
+    exprs: dict[str, Expr] = field(default_factory=dict)
+    where: list[Condition] = field(default_factory=list)
+    order_by: list[tuple[tuple[str, ...], bool]] = field(default_factory=list)  # (path, descending)
+    field_path: tuple[str, ...] | None = None
+    uses: set[str] = field(default_factory=set)  # names bound by earlier steps that this step reads
+
+    @property
+    def label(self) -> str:
+        return f"steps[{self.index}] ({self.op})"
+
+
+@dataclass
+class CompiledRoute:
+    name: str
+    kind: str
+    steps: list[Step]
+    input_validator: SchemaValidator
+    output_validator: SchemaValidator | None
+    input_numbers: Any
+    legacy: bool
+
+
+@dataclass
+class Problem:
+    path: str
+    message: str
+    limit: str | None = None
+    max: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"path": self.path, "message": self.message}
+        if self.limit is not None:
+            found["limit"] = self.limit
+            found["max"] = self.max
+        return found
+
+
+@dataclass
+class RouteParts:
+    """One route of a definition, as stored on the Route model."""
+
+    name: str
+    kind: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    body: dict[str, Any]  # {"steps": [...]} or {"handler": {...}}, exactly as written
+    steps: list[Step] = field(default_factory=list)
+
+
+@dataclass
+class DefinitionParts:
+    name: str
+    description: str
+    collections: dict[str, Any]
+    routes: dict[str, RouteParts]
+
+
+def legacy_steps(handler: dict[str, Any]) -> list[dict[str, Any]]:
+    """The steps equivalent to a legacy `handler` (one action; the params are the record)."""
+    collection, action = handler.get("collection"), handler.get("action")
+    if action == "insert":
+        return [{"insert": {"collection": collection, "value": "params"}, "as": "record"}, {"return": "record"}]
+    if action == "update":
+        return [
+            {"update": {"collection": collection, "id": "params.id", "value": "params"}, "as": "record"},
+            {"return": "record"},
+        ]
+    return [
+        {"delete": {"collection": collection, "id": "params.id"}, "as": "record"},
+        {"return": "record"},
+    ]
+
+
+def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts | None, list[Problem]]:
+    """Check a whole app definition; return its parts and every problem found (with paths)."""
+    problems: list[Problem] = []
+    if not isinstance(definition, dict):
+        return None, [Problem("$", f"an app definition must be a JSON object, got {type(definition).__name__}")]
+    unknown = sorted(set(definition) - {"name", "description", "collections", "routes", "format"})
+    if unknown:
+        problems.append(
+            Problem(
+                "$",
+                f"unknown key(s) {', '.join(unknown)}; allowed: name, description, collections, routes, format",
+            )
+        )
+    if definition.get("format", 1) != 1:
+        problems.append(Problem("format", f"unsupported format {definition.get('format')!r}; this server reads 1"))
+    name = definition.get("name")
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        problems.append(Problem("name", "required: the app's name, a non-empty string of at most 200 characters"))
+    description = definition.get("description", "")
+    if not isinstance(description, str):
+        problems.append(Problem("description", "must be a string"))
+        description = ""
+    collections = definition.get("collections", {})
+    if not isinstance(collections, dict):
+        problems.append(Problem("collections", 'must be an object: {"expenses": {}, ...}'))
+        collections = {}
+    for cname, spec in collections.items():
+        if not NAME.match(cname):
+            problems.append(Problem(f"collections.{cname}", _bad_name("a collection name")))
+        if not isinstance(spec, dict):
+            problems.append(Problem(f"collections.{cname}", "must be an object (it may be empty: {})"))
+    raw_routes = definition.get("routes")
+    routes: dict[str, RouteParts] = {}
+    if not isinstance(raw_routes, dict) or not raw_routes:
+        problems.append(Problem("routes", "required: an object mapping route names to routes, with at least one"))
+    else:
+        for rname, raw in raw_routes.items():
+            parts = check_route(rname, raw, limits, problems, prefix=f"routes.{rname}")
+            if parts is not None:
+                routes[rname] = parts
+    if problems:
+        return None, problems
+    assert isinstance(name, str)
+    return DefinitionParts(name=name.strip(), description=description, collections=collections, routes=routes), []
+
+
+def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *, prefix: str) -> RouteParts | None:
+    before = len(problems)
+    if not NAME.match(name):
+        problems.append(Problem(prefix, _bad_name("a route name")))
+    if not isinstance(raw, dict):
+        problems.append(Problem(prefix, f"a route must be an object, got {type(raw).__name__}"))
+        return None
+    unknown = sorted(set(raw) - set(ROUTE_KEYS))
+    if unknown:
+        problems.append(Problem(prefix, f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(ROUTE_KEYS)}"))
+    kind = raw.get("kind")
+    if kind not in ("query", "mutation"):
+        problems.append(Problem(f"{prefix}.kind", f"must be 'query' or 'mutation', got {kind!r}"))
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        problems.append(Problem(f"{prefix}.description", "must be a string"))
+    input_schema = raw.get("input", DEFAULT_INPUT)
+    for message in schema_problems(input_schema):
+        problems.append(Problem(f"{prefix}.input", message))
+    output_schema = raw.get("output")
+    if output_schema is not None:
+        for message in schema_problems(output_schema):
+            problems.append(Problem(f"{prefix}.output", message))
+    has_steps, has_handler = "steps" in raw, "handler" in raw
+    body: dict[str, Any] = {}
+    steps: list[Step] = []
+    if has_steps == has_handler:
+        problems.append(Problem(prefix, "a route needs exactly one of 'steps' (a list) or the legacy 'handler'"))
+    elif has_handler:
+        handler = raw["handler"]
+        body = {"handler": handler}
+        if not isinstance(handler, dict) or set(handler) != {"action", "collection"}:
+            problems.append(
+                Problem(f"{prefix}.handler", 'must be {"action": "insert|update|delete", "collection": "..."}')
+            )
+        else:
+            if handler["action"] not in LEGACY_ACTIONS:
+                problems.append(
+                    Problem(f"{prefix}.handler.action", f"must be insert, update or delete, got {handler['action']!r}")
+                )
+            if not isinstance(handler["collection"], str) or not NAME.match(handler["collection"]):
+                problems.append(Problem(f"{prefix}.handler.collection", _bad_name("a collection name")))
+            if kind == "query":
+                problems.append(
+                    Problem(f"{prefix}.handler", "a legacy handler writes, so its route must be a mutation")
+                )
+        if len(problems) == before:
+            steps = parse_steps(name, str(kind), legacy_steps(handler), limits, problems, prefix=f"{prefix}.handler")
+    else:
+        body = {"steps": raw["steps"]}
+        steps = parse_steps(name, str(kind), raw["steps"], limits, problems, prefix=prefix)
+    if len(problems) > before:
+        return None
+    return RouteParts(
+        name=name,
+        kind=str(kind),
+        description=description,
+        input_schema=input_schema,
+        output_schema=output_schema,
+        body=body,
+        steps=steps,
+    )
+
+
+def parse_steps(
+    route: str, kind: str, raw_steps: Any, limits: Limits, problems: list[Problem], *, prefix: str
+) -> list[Step]:
+    """Parse and compile a route's steps, appending every problem found."""
+    if not isinstance(raw_steps, list) or not raw_steps:
+        problems.append(Problem(f"{prefix}.steps", "must be a non-empty list of steps"))
+        return []
+    if len(raw_steps) > limits.steps_per_route:
+        problems.append(
+            Problem(
+                f"{prefix}.steps",
+                f"a route has {len(raw_steps)} steps; the limit is {limits.steps_per_route}",
+                limit="steps_per_route",
+                max=limits.steps_per_route,
+            )
+        )
+        return []
+    bound: dict[str, int] = {}
+    steps: list[Step] = []
+    for index, raw in enumerate(raw_steps):
+        path = f"{prefix}.steps[{index}]"
+        if steps and steps[-1].op == "return":
+            problems.append(Problem(path, "unreachable: it follows a return step"))
+            break
+        step = _parse_step(route, kind, raw, index, path, bound, limits, problems)
+        if step is not None:
+            steps.append(step)
+            if step.as_name:
+                bound[step.as_name] = index
+    return steps
+
+
+def _parse_step(
+    route: str,
+    kind: str,
+    raw: Any,
+    index: int,
+    path: str,
+    bound: dict[str, int],
+    limits: Limits,
+    problems: list[Problem],
+) -> Step | None:
+    if not isinstance(raw, dict):
+        problems.append(Problem(path, f'a step must be an object such as {{"get": {{...}}}}, got {_type(raw)}'))
+        return None
+    ops = [key for key in raw if key in OPS]
+    unknown = sorted(set(raw) - set(OPS) - {"as"})
+    if unknown or len(ops) != 1:
+        problems.append(
+            Problem(
+                path,
+                f"a step has exactly one of {', '.join(OPS)} (and optionally 'as'); found keys {', '.join(raw)}",
+            )
+        )
+        return None
+    op = ops[0]
+    step = Step(index=index, op=op)
+    before = len(problems)
+    if op in WRITE_OPS and kind == "query":
+        problems.append(Problem(f"{path}.{op}", "a query route cannot write; make the route a mutation"))
+    as_name = raw.get("as")
+    if as_name is not None:
+        if op in ("fail", "return"):
+            problems.append(Problem(f"{path}.as", f"a {op} step binds nothing; remove 'as'"))
+        elif not isinstance(as_name, str) or not NAME.match(as_name):
+            problems.append(Problem(f"{path}.as", _bad_name("a name")))
+        elif as_name in RESERVED_NAMES:
+            problems.append(Problem(f"{path}.as", f"'{as_name}' is reserved; choose another name"))
+        elif as_name in bound:
+            problems.append(Problem(f"{path}.as", f"'{as_name}' is already bound by steps[{bound[as_name]}]"))
+        else:
+            step.as_name = as_name
+    elif op == "let":
+        problems.append(Problem(f"{path}.as", "a let step needs 'as': the name it binds"))
+
+    scope = set(CONTEXT_NAMES) | set(bound)
+
+    def expression(source: Any, where: str) -> Expr | None:
+        program, found = check_source(source, limits)
+        for problem in found:
+            problems.append(Problem(f"{path}.{where}", problem.message, problem.limit, problem.max))
+        if program is None:
+            return None
+        names = referenced_names(program, source)
+        missing = sorted(names - scope)
+        if missing:
+            problems.append(
+                Problem(
+                    f"{path}.{where}",
+                    f"unknown name(s) {', '.join(missing)}; names available here: {', '.join(sorted(scope))}",
+                )
+            )
+            return None
+        step.uses |= names & set(bound)
+        return Expr(source=source, program=program, route=route, where=f"steps[{index}].{where}")
+
+    body = raw[op]
+    if op in ("let", "return"):
+        compiled = expression(body, op)
+        if compiled is not None:
+            step.exprs["value"] = compiled
+        return step if len(problems) == before else None
+    if not isinstance(body, dict):
+        problems.append(Problem(f"{path}.{op}", f"must be an object with {', '.join(_SPECS[op])}, got {_type(body)}"))
+        return None
+    spec = _SPECS[op]
+    for key in body:
+        if key not in spec:
+            problems.append(Problem(f"{path}.{op}.{key}", f"unknown key; {op} takes {', '.join(spec)}"))
+    for key, (what, required) in spec.items():
+        where = f"{op}.{key}"
+        if key not in body:
+            if required:
+                problems.append(Problem(f"{path}.{where}", "required"))
+            continue
+        value = body[key]
+        if what == "collection":
+            if not isinstance(value, str) or not NAME.match(value):
+                problems.append(Problem(f"{path}.{where}", _bad_name("a collection name")))
+            else:
+                step.collection = value
+        elif what == "expr":
+            compiled = expression(value, where)
+            if compiled is not None:
+                step.exprs[key] = compiled
+        elif what == "field":
+            if not isinstance(value, str) or not FIELD_PATH.match(value) or value == "id":
+                problems.append(
+                    Problem(f"{path}.{where}", "must be a field name such as 'amount' or 'totals.spent' (not 'id')")
+                )
+            elif op == "increment" and "." in value:
+                problems.append(Problem(f"{path}.{where}", "increment works on a top-level field, such as 'spent'"))
+            else:
+                step.field_path = tuple(value.split("."))
+        elif what == "where":
+            step.where = _parse_where(value, f"{path}.{where}", where, expression, problems)
+        elif what == "order_by":
+            step.order_by = _parse_order_by(value, f"{path}.{where}", problems)
+    return step if len(problems) == before else None
+
+
+def _parse_where(value: Any, path: str, where: str, expression: Any, problems: list[Problem]) -> list[Condition]:
+    if not isinstance(value, dict):
+        problems.append(Problem(path, 'must be an object: {"field": "cel expr", "other": {"gte": "cel expr"}}'))
+        return []
+    conditions = []
+    for field_name, test in value.items():
+        if not isinstance(field_name, str) or not FIELD_PATH.match(field_name):
+            problems.append(Problem(f"{path}.{field_name}", "must be a field name such as 'category' or 'a.b'"))
+            continue
+        tests = test if isinstance(test, dict) else {"eq": test}
+        for op, source in tests.items():
+            if op not in WHERE_OPS:
+                problems.append(Problem(f"{path}.{field_name}.{op}", f"unknown comparison; use {', '.join(WHERE_OPS)}"))
+                continue
+            compiled = expression(source, f"{where}.{field_name}" + (f".{op}" if isinstance(test, dict) else ""))
+            if compiled is not None:
+                conditions.append(Condition(path=tuple(field_name.split(".")), op=op, expr=compiled))
+    return conditions
+
+
+def _parse_order_by(value: Any, path: str, problems: list[Problem]) -> list[tuple[tuple[str, ...], bool]]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        problems.append(Problem(path, "must be a field name, '-field' for descending, or a list of them"))
+        return []
+    order = []
+    for item in items:
+        name = item[1:] if isinstance(item, str) and item.startswith("-") else item
+        if not isinstance(name, str) or not FIELD_PATH.match(name):
+            problems.append(Problem(path, f"{item!r} is not a field name (use 'amount' or '-amount')"))
+            continue
+        order.append((tuple(name.split(".")), item.startswith("-")))
+    return order
+
+
+def compile_parts(parts: RouteParts) -> CompiledRoute:
+    """Build the run-time form of a checked route: its validators and the number-coercion map."""
+    return CompiledRoute(
+        name=parts.name,
+        kind=parts.kind,
+        steps=parts.steps,
+        input_validator=SchemaValidator(parts.input_schema),
+        output_validator=SchemaValidator(parts.output_schema) if parts.output_schema is not None else None,
+        input_numbers=number_paths(parts.input_schema),
+        legacy="handler" in parts.body,
+    )
+
+
+def _bad_name(what: str) -> str:
+    return f"must be {what}: letters, digits and underscores, not starting with a digit, at most 100 characters"
+
+
+def _type(value: Any) -> str:
+    return type(value).__name__

@@ -1,0 +1,184 @@
+"""CEL expressions: authoring-time checks (syntax, length, nesting, names) and run-time evaluation
+that turns every failure into a `handler_error` naming the route, the step and the expression."""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import cel
+
+from apps_registry.exceptions import HandlerError
+from apps_registry.routes.limits import Limits
+
+# Variables every expression may use, besides the names bound by earlier steps.
+CONTEXT_NAMES = ("params", "caller", "app", "now")
+# Identifiers the CEL parser reports as variables although they are type names or packages.
+_BUILTIN_IDENTS = frozenset(
+    {"string", "int", "uint", "double", "bool", "bytes", "list", "map", "null_type", "type", "dyn", "google"}
+)
+COMPREHENSION_MACROS = ("map", "filter", "all", "exists", "exists_one")
+_MACRO_BEFORE_PAREN = re.compile(r"\.\s*(" + "|".join(COMPREHENSION_MACROS) + r")\s*$")
+_MACRO_VARIABLE = re.compile(r"\.\s*(?:" + "|".join(COMPREHENSION_MACROS) + r")\s*\(\s*([A-Za-z_]\w*)\s*,")
+_SYNTAX_POSITION = re.compile(r"<input>:(\d+):(\d+):\s*(.*)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ExpressionProblem:
+    message: str
+    limit: str | None = None
+    max: int | None = None
+
+
+def _scan(source: str) -> tuple[int, int]:
+    """(deepest bracket nesting, deepest comprehension nesting) of `source`, ignoring string literals.
+
+    A comprehension is a macro call `.map(`, `.filter(`, `.all(`, `.exists(`, `.exists_one(`;
+    its nesting is how many such calls are open at once.
+    """
+    depth = max_depth = 0
+    comprehension_depth = max_comprehension = 0
+    stack: list[bool] = []  # per open bracket: is it a comprehension's parenthesis?
+    i, n = 0, len(source)
+    while i < n:
+        ch = source[i]
+        if ch in "'\"":
+            triple = source[i : i + 3] == ch * 3
+            quote = ch * 3 if triple else ch
+            i += len(quote)
+            while i < n and source[i : i + len(quote)] != quote:
+                i += 2 if source[i] == "\\" else 1
+            i += len(quote)
+            continue
+        if ch in "([{":
+            is_macro = ch == "(" and bool(_MACRO_BEFORE_PAREN.search(source[max(0, i - 20) : i]))
+            stack.append(is_macro)
+            depth += 1
+            max_depth = max(max_depth, depth)
+            if is_macro:
+                comprehension_depth += 1
+                max_comprehension = max(max_comprehension, comprehension_depth)
+        elif ch in ")]}" and stack:
+            if stack.pop():
+                comprehension_depth -= 1
+            depth -= 1
+        i += 1
+    return max_depth, max_comprehension
+
+
+def check_source(source: Any, limits: Limits) -> tuple[Any, list[ExpressionProblem]]:
+    """Compile `source` if it passes the authoring limits. Returns (program or None, problems)."""
+    if not isinstance(source, str):
+        return None, [ExpressionProblem(f"must be a CEL expression (a string), got {type(source).__name__}")]
+    if not source.strip():
+        return None, [ExpressionProblem("must be a CEL expression, got an empty string")]
+    if len(source) > limits.expression_length:
+        return None, [
+            ExpressionProblem(
+                f"expression is {len(source)} characters long; the limit is {limits.expression_length}",
+                limit="expression_length",
+                max=limits.expression_length,
+            )
+        ]
+    problems: list[ExpressionProblem] = []
+    nesting, comprehensions = _scan(source)
+    if nesting > limits.expression_nesting:
+        problems.append(
+            ExpressionProblem(
+                f"brackets are nested {nesting} deep; the limit is {limits.expression_nesting}",
+                limit="expression_nesting",
+                max=limits.expression_nesting,
+            )
+        )
+    if comprehensions > limits.comprehension_nesting:
+        problems.append(
+            ExpressionProblem(
+                f"comprehensions (map/filter/all/exists/exists_one) are nested {comprehensions} deep; "
+                f"the limit is {limits.comprehension_nesting}",
+                limit="comprehension_nesting",
+                max=limits.comprehension_nesting,
+            )
+        )
+    if problems:
+        return None, problems
+    try:
+        program = cel.compile(source)
+    except ValueError as exc:
+        return None, [ExpressionProblem(syntax_error_message(str(exc)))]
+    return program, []
+
+
+def syntax_error_message(raw: str) -> str:
+    """'syntax error at column 14: ...' from the CEL parser's message (first problem only)."""
+    match = _SYNTAX_POSITION.search(raw)
+    if not match:
+        return f"syntax error: {raw}"
+    line, column, rest = int(match.group(1)), int(match.group(2)), match.group(3)
+    rest = rest.split("\n", 1)[0].strip()
+    rest = re.sub(r"^Syntax error:\s*", "", rest)
+    where = f"column {column}" if line == 1 else f"line {line}, column {column}"
+    return f"syntax error at {where}: {rest}"
+
+
+def referenced_names(program: Any, source: str) -> set[str]:
+    """Top-level names an expression reads (comprehension variables and type names excluded)."""
+    local = set(_MACRO_VARIABLE.findall(source))
+    return {name for name in program.variables() if name not in local and name not in _BUILTIN_IDENTS}
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A compiled expression, with where it came from for error messages."""
+
+    source: str
+    program: Any
+    route: str
+    where: str  # e.g. "steps[2].insert.value"
+
+    def evaluate(self, context: dict[str, Any]) -> Any:
+        try:
+            return self.program.execute(context)
+        except Exception as exc:  # CEL raises KeyError/TypeError/ZeroDivisionError/RuntimeError/...
+            raise HandlerError(
+                f"Route '{self.route}' failed at {self.where}: evaluating `{_clip(self.source, 200)}` "
+                f"raised {_reason(exc)}",
+                details={"route": self.route, "step": self.where, "expression": _clip(self.source, 500)},
+            ) from None
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"a missing key: no key {_clip(str(exc), 100)} in the map (use has(x.key) to test first)"
+    if isinstance(exc, ZeroDivisionError):
+        return "division by zero"
+    if isinstance(exc, TypeError):
+        return f"a type mismatch: {_clip(str(exc), 300)}"
+    if isinstance(exc, IndexError):
+        return f"an index error: {_clip(str(exc), 200)}"
+    if isinstance(exc, OverflowError):
+        return f"an overflow: {_clip(str(exc), 200)}"
+    return f"an error: {_clip(str(exc), 300)}"
+
+
+def _clip(text: str, size: int) -> str:
+    return text if len(text) <= size else text[: size - 1] + "…"
+
+
+def to_json(value: Any) -> Any:
+    """A CEL result as plain JSON data: timestamps become ISO 8601 strings, durations seconds."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    return str(value)

@@ -1,0 +1,249 @@
+"""Running a compiled route: input validation, the steps (a mutation in one transaction), output
+validation. Every failure is one of apps_registry.exceptions; a failed mutation writes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps_registry.exceptions import HandlerError, InvalidInput, InvalidOutput, OperationFailed
+from apps_registry.routes.compiler import CompiledRoute, Step
+from apps_registry.routes.expressions import to_json
+from apps_registry.routes.limits import Limits, limit_details
+from apps_registry.routes.schemas import coerce_numbers
+from apps_registry.routes.storage import RecordStore
+
+
+def run_route(
+    route: CompiledRoute,
+    *,
+    params: Any,
+    caller: dict[str, Any],
+    app_id: str,
+    storage_id: Any,
+    limits: Limits,
+) -> Any:
+    """Validate `params`, run the steps and validate the result; returns the route's JSON value."""
+    if not isinstance(params, dict):
+        raise InvalidInput(
+            f"params of route '{route.name}' must be a JSON object, got {type(params).__name__}.",
+            errors=[{"path": "$", "message": f"{type(params).__name__} is not of type 'object'"}],
+        )
+    params = coerce_numbers(params, route.input_numbers)
+    errors = route.input_validator.errors(params)
+    if errors:
+        raise InvalidInput(
+            f"params do not match the input schema of route '{route.name}': {_summary(errors)}", errors=errors
+        )
+    context = {"params": params, "caller": caller, "app": {"id": app_id}, "now": timezone.now()}
+    store = RecordStore(
+        storage_id=storage_id,
+        max_read=limits.records_read_per_call,
+        max_written=limits.records_written_per_call,
+        max_bytes=limits.record_bytes,
+    )
+    if route.kind == "query":
+        return _finish(route, _run_steps(route, context, store))
+    with transaction.atomic():
+        value = _run_steps(route, context, store)
+        if store.created and store.app_record_count() > limits.records_per_app:
+            raise OperationFailed(
+                f"This app would hold more than {limits.records_per_app} records; delete some before adding more.",
+                details=limit_details("records_per_app", limits.records_per_app),
+            )
+        # Validated inside the transaction, so a route that breaks its output contract writes nothing.
+        return _finish(route, value)
+
+
+def _finish(route: CompiledRoute, value: Any) -> Any:
+    if route.output_validator is not None:
+        errors = route.output_validator.errors(value)
+        if errors:
+            raise InvalidOutput(
+                f"Route '{route.name}' returned a value that does not match its output schema "
+                f"(the app's author must fix the route): {_summary(errors)}",
+                errors=errors,
+            )
+    return value
+
+
+def _summary(errors: list[dict[str, str]]) -> str:
+    shown = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:3])
+    return shown + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
+
+
+def _run_steps(route: CompiledRoute, context: dict[str, Any], store: RecordStore) -> Any:
+    for step in route.steps:
+        op = step.op
+        if op == "return":
+            return to_json(step.exprs["value"].evaluate(context))
+        if op == "fail":
+            _fail(route, step, context)
+            continue
+        result = _STEPS[op](route, step, context, store)
+        if step.as_name:
+            context[step.as_name] = result
+    return None
+
+
+def _fail(route: CompiledRoute, step: Step, context: dict[str, Any]) -> None:
+    when = step.exprs.get("when")
+    if when is not None:
+        condition = when.evaluate(context)
+        if not isinstance(condition, bool):
+            raise _wrong(route, step, "fail.when", "a bool", condition)
+        if not condition:
+            return
+    message = to_json(step.exprs["message"].evaluate(context))
+    details_expr = step.exprs.get("details")
+    details = to_json(details_expr.evaluate(context)) if details_expr is not None else None
+    if details is not None and not isinstance(details, dict):
+        raise _wrong(route, step, "fail.details", "a map", details)
+    raise HandlerError(message if isinstance(message, str) else str(message), details=details)
+
+
+def _wrong(route: CompiledRoute, step: Step, where: str, expected: str, got: Any) -> HandlerError:
+    return HandlerError(
+        f"Route '{route.name}' failed at steps[{step.index}].{where}: the expression must evaluate to "
+        f"{expected}, got {_cel_type(got)}",
+        details={"route": route.name, "step": f"steps[{step.index}].{where}"},
+    )
+
+
+def _cel_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if value is None:
+        return "null"
+    return {int: "int", float: "double", str: "string", dict: "map", list: "list"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _record_id(route: CompiledRoute, step: Step, context: dict[str, Any], key: str = "id") -> str:
+    value = step.exprs[key].evaluate(context)
+    if isinstance(value, str) and value and len(value) <= 200:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise _wrong(route, step, f"{step.op}.{key}", "a non-empty string (at most 200 characters) or an int", value)
+
+
+def _record_value(route: CompiledRoute, step: Step, context: dict[str, Any]) -> dict[str, Any]:
+    value = to_json(step.exprs["value"].evaluate(context))
+    if not isinstance(value, dict):
+        raise _wrong(route, step, f"{step.op}.value", "a map", value)
+    return value
+
+
+def _where(route: CompiledRoute, step: Step, context: dict[str, Any]) -> list[tuple[tuple[str, ...], str, Any]]:
+    where = []
+    for condition in step.where:
+        value = to_json(condition.expr.evaluate(context))
+        if condition.op == "in" and not isinstance(value, list):
+            raise _wrong(route, step, condition.expr.where.split(".", 1)[1], "a list", value)
+        if condition.path == ("id",) and condition.op != "in" and isinstance(value, int):
+            value = str(value)
+        where.append((condition.path, condition.op, value))
+    return where
+
+
+def _get(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
+    assert step.collection is not None
+    record = store.get(step.collection, _record_id(route, step, context))
+    if record is not None:
+        return record
+    default = step.exprs.get("default")
+    if default is not None:
+        return to_json(default.evaluate(context))
+    record_id = _record_id(route, step, context)
+    raise OperationFailed(
+        f"Route '{route.name}' {step.label}: no record with id '{record_id}' in collection '{step.collection}'.",
+        details={"collection": step.collection, "id": record_id},
+    )
+
+
+def _find(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
+    assert step.collection is not None
+    limit = None
+    if "limit" in step.exprs:
+        value = step.exprs["limit"].evaluate(context)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise _wrong(route, step, "find.limit", "a non-negative int", value)
+        limit = value
+    return store.find(step.collection, _where(route, step, context), step.order_by, limit)
+
+
+def _count(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
+    assert step.collection is not None
+    return store.count(step.collection, _where(route, step, context))
+
+
+def _sum(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
+    assert step.collection is not None and step.field_path is not None
+    return store.sum(step.collection, step.field_path, _where(route, step, context))
+
+
+def _let(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
+    return step.exprs["value"].evaluate(context)
+
+
+def _insert(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
+    assert step.collection is not None
+    data = _record_value(route, step, context)
+    record_id = data.pop("id", None)
+    if "id" in step.exprs:
+        record_id = _record_id(route, step, context)
+    elif record_id is not None and not isinstance(record_id, str):
+        record_id = str(record_id) if isinstance(record_id, int) and not isinstance(record_id, bool) else None
+        if record_id is None:
+            raise _wrong(route, step, "insert.value.id", "a string or an int", data.get("id"))
+    return store.insert(step.collection, record_id, data)
+
+
+def _update(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
+    assert step.collection is not None
+    record_id = _record_id(route, step, context)
+    data = _record_value(route, step, context)
+    data.pop("id", None)  # a record's id never changes
+    return store.update(step.collection, record_id, data)
+
+
+def _upsert(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
+    assert step.collection is not None
+    record_id = _record_id(route, step, context)
+    data = _record_value(route, step, context)
+    data.pop("id", None)
+    return store.upsert(step.collection, record_id, data)
+
+
+def _delete(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
+    assert step.collection is not None
+    return store.delete(step.collection, _record_id(route, step, context))
+
+
+def _increment(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
+    assert step.collection is not None and step.field_path is not None
+    record_id = _record_id(route, step, context)
+    by: Any = 1
+    if "by" in step.exprs:
+        by = step.exprs["by"].evaluate(context)
+        if not isinstance(by, (int, float)) or isinstance(by, bool):
+            raise _wrong(route, step, "increment.by", "an int or a double", by)
+    return store.increment(step.collection, record_id, step.field_path[0], by, reread=step.as_name is not None)
+
+
+_STEPS = {
+    "get": _get,
+    "find": _find,
+    "count": _count,
+    "sum": _sum,
+    "let": _let,
+    "insert": _insert,
+    "update": _update,
+    "upsert": _upsert,
+    "delete": _delete,
+    "increment": _increment,
+}

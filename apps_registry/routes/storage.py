@@ -1,0 +1,272 @@
+"""The engine's storage interface: an app's records, queried and written by the database itself.
+
+Filters, ordering, limits and aggregates run as SQL on the JSON data (jsonb on PostgreSQL, JSON1
+on SQLite); `increment` is one UPDATE computed in SQL, never a read-modify-write in Python.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from django.db import DataError, IntegrityError, transaction
+from django.db.models import Expression, F, FloatField, JSONField, Q, QuerySet, Sum, TextField, Value
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast, Coalesce
+from django.utils import timezone
+
+from apps_registry.exceptions import OperationFailed
+from apps_registry.models import Record
+from apps_registry.routes.limits import limit_details
+
+_LOOKUPS = {"eq": "exact", "ne": "exact", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte", "in": "in"}
+
+
+class _JSONIncrement(Expression):
+    """`data` with one top-level number field increased by `by`, computed by the database."""
+
+    output_field = JSONField()
+
+    def __init__(self, key: str, by: int | float) -> None:
+        super().__init__()
+        self.key = key
+        self.by = by
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        column = compiler.quote_name_unless_alias("data")
+        if connection.vendor == "postgresql":
+            # numeric keeps the scale: 10.0 + 2 stays 12.0 (a double for CEL), 10 + 2 stays 12 (an int).
+            by = Decimal(repr(self.by)) if isinstance(self.by, float) else self.by
+            total = f"COALESCE(({column} ->> %s)::numeric, 0) + %s::numeric"
+            sql = f"jsonb_set({column}, %s::text[], to_jsonb({total}), true)"
+            return sql, [[self.key], self.key, by]
+        path = "$." + json.dumps(self.key)
+        return f"json_set({column}, %s, COALESCE(json_extract({column}, %s), 0) + %s)", [path, path, self.by]
+
+
+class _JSONType(Expression):
+    """The JSON type name of a top-level field (NULL when absent)."""
+
+    output_field = TextField()
+
+    def __init__(self, key: str) -> None:
+        super().__init__()
+        self.key = key
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        column = compiler.quote_name_unless_alias("data")
+        if connection.vendor == "postgresql":
+            return f"jsonb_typeof({column} -> %s)", [self.key]
+        return f"json_type({column}, %s)", ["$." + json.dumps(self.key)]
+
+
+_NUMERIC_TYPES = ("number", "integer", "real", "null")
+
+
+def _key(path: tuple[str, ...]) -> Any:
+    expression: Any = "data"
+    for part in path:
+        expression = KeyTransform(part, expression)
+    return expression
+
+
+def _document(record_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "id": record_id}
+
+
+class RecordStore:
+    """Records of one storage, with the per-call read/write accounting the limits need."""
+
+    def __init__(self, *, storage_id: Any, max_read: int, max_written: int, max_bytes: int) -> None:
+        self.storage_id = storage_id
+        self.max_read = max_read
+        self.max_written = max_written
+        self.max_bytes = max_bytes
+        self.read = 0
+        self.written = 0
+        self.created = 0
+
+    # --- accounting -------------------------------------------------------------------------
+    def _count_read(self, n: int) -> None:
+        self.read += n
+        if self.read > self.max_read:
+            raise OperationFailed(
+                f"This call read more than {self.max_read} records; "
+                "add a tighter 'where' or a 'limit' to its find steps.",
+                details=_limit("records_read_per_call", self.max_read),
+            )
+
+    def _count_write(self) -> None:
+        self.written += 1
+        if self.written > self.max_written:
+            raise OperationFailed(
+                f"This call wrote more than {self.max_written} records; split the work into several calls.",
+                details=_limit("records_written_per_call", self.max_written),
+            )
+
+    def _check_size(self, collection: str, record_id: str, data: dict[str, Any]) -> str:
+        encoded = json.dumps(data, separators=(",", ":"))
+        if len(encoded.encode()) > self.max_bytes:
+            raise OperationFailed(
+                f"Record {collection}/{record_id} would be {len(encoded.encode())} bytes; "
+                f"the limit is {self.max_bytes}.",
+                details=_limit("record_bytes", self.max_bytes, collection=collection, id=record_id),
+            )
+        return encoded
+
+    def _records(self, collection: str) -> QuerySet[Record]:
+        return Record.objects.filter(storage_id=self.storage_id, collection=collection)
+
+    # --- reads ------------------------------------------------------------------------------
+    def get(self, collection: str, record_id: str) -> dict[str, Any] | None:
+        row = self._records(collection).filter(record_id=record_id).values_list("data", flat=True).first()
+        if row is None:
+            return None
+        self._count_read(1)
+        return _document(record_id, row)
+
+    def _filtered(self, collection: str, where: list[tuple[tuple[str, ...], str, Any]]) -> QuerySet[Record]:
+        qs = self._records(collection)
+        for n, (path, op, value) in enumerate(where):
+            if path == ("id",):
+                target = "record_id"
+            else:
+                # An alias per field keeps author field names (even 'gt' or 'contains') from being read as lookups.
+                target = f"_w{n}"
+                qs = qs.alias(**{target: _key(path)})
+            lookup = {target + ("" if op in ("eq", "ne") else f"__{_LOOKUPS[op]}"): value}
+            qs = qs.exclude(**lookup) if op == "ne" else qs.filter(**lookup)
+        return qs
+
+    def find(
+        self,
+        collection: str,
+        where: list[tuple[tuple[str, ...], str, Any]],
+        order_by: list[tuple[tuple[str, ...], bool]],
+        limit: int | None,
+    ) -> list[dict[str, Any]]:
+        qs = self._filtered(collection, where)
+        ordering: list[Any] = []
+        for path, descending in order_by:
+            target: Any = F("record_id") if path == ("id",) else _key(path)
+            ordering.append(target.desc() if descending else target.asc())
+        qs = qs.order_by(*ordering, "created_at", "id")
+        budget = self.max_read - self.read + 1
+        rows = list(qs.values_list("record_id", "data")[: budget if limit is None else min(limit, budget)])
+        self._count_read(len(rows))
+        return [_document(record_id, data) for record_id, data in rows]
+
+    def count(self, collection: str, where: list[tuple[tuple[str, ...], str, Any]]) -> int:
+        return self._filtered(collection, where).count()
+
+    def sum(self, collection: str, path: tuple[str, ...], where: list[tuple[tuple[str, ...], str, Any]]) -> float:
+        expression: Any = "data"
+        for part in path[:-1]:
+            expression = KeyTransform(part, expression)
+        total = Coalesce(Sum(Cast(KeyTextTransform(path[-1], expression), FloatField())), Value(0.0))
+        try:
+            result = self._filtered(collection, where).aggregate(total=total)["total"]
+        except DataError:
+            raise OperationFailed(
+                f"Cannot sum {'.'.join(path)} over {collection}: some records hold a value that is not a number.",
+                details={"collection": collection, "field": ".".join(path)},
+            ) from None
+        return float(result)
+
+    # --- writes -----------------------------------------------------------------------------
+    def insert(self, collection: str, record_id: str | None, data: dict[str, Any]) -> dict[str, Any]:
+        self._count_write()
+        record_id = record_id if record_id is not None else str(uuid.uuid4())
+        self._check_size(collection, record_id, data)
+        try:
+            Record.objects.create(storage_id=self.storage_id, collection=collection, record_id=record_id, data=data)
+        except IntegrityError:
+            # No savepoint: the error ends the call and the whole transaction is rolled back.
+            raise OperationFailed(
+                f"A record {collection}/{record_id} already exists; use update or upsert to change it.",
+                details={"collection": collection, "id": record_id},
+            ) from None
+        self.created += 1
+        return _document(record_id, data)
+
+    def _locked(self, collection: str, record_id: str) -> Record | None:
+        return self._records(collection).select_for_update().filter(record_id=record_id).first()
+
+    def update(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        self._count_write()
+        record = self._locked(collection, record_id)
+        if record is None:
+            raise _missing(collection, record_id, "update")
+        return self._merge(record, changes)
+
+    def _merge(self, record: Record, changes: dict[str, Any]) -> dict[str, Any]:
+        data = {**record.data, **changes}
+        self._check_size(record.collection, record.record_id, data)
+        Record.objects.filter(pk=record.pk).update(data=data, version=F("version") + 1, updated_at=timezone.now())
+        return _document(record.record_id, data)
+
+    def upsert(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        record = self._locked(collection, record_id)
+        if record is not None:
+            self._count_write()
+            return self._merge(record, changes)
+        self._count_write()
+        self._check_size(collection, record_id, changes)
+        try:
+            with transaction.atomic():  # a savepoint: a concurrent insert of the same id turns this into a merge
+                Record.objects.create(
+                    storage_id=self.storage_id, collection=collection, record_id=record_id, data=changes
+                )
+        except IntegrityError:
+            record = self._locked(collection, record_id)
+            if record is None:
+                raise
+            return self._merge(record, changes)
+        self.created += 1
+        return _document(record_id, changes)
+
+    def delete(self, collection: str, record_id: str) -> dict[str, Any]:
+        self._count_write()
+        record = self._locked(collection, record_id)
+        if record is None:
+            raise _missing(collection, record_id, "delete")
+        Record.objects.filter(pk=record.pk).delete()
+        return _document(record_id, record.data)
+
+    def increment(self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool) -> Any:
+        self._count_write()
+        rows = (
+            self._records(collection)
+            .filter(record_id=record_id)
+            .alias(field_type=_JSONType(key))
+            .filter(Q(field_type__isnull=True) | Q(field_type__in=_NUMERIC_TYPES))
+            .update(data=_JSONIncrement(key, by), version=F("version") + 1, updated_at=timezone.now())
+        )
+        if rows == 0:
+            if not self._records(collection).filter(record_id=record_id).exists():
+                raise _missing(collection, record_id, "increment")
+            raise OperationFailed(
+                f"Cannot increment {collection}/{record_id}.{key}: it holds a value that is not a number.",
+                details={"collection": collection, "id": record_id, "field": key},
+            )
+        if not reread:
+            return None
+        data = self._records(collection).filter(record_id=record_id).values_list("data", flat=True).first()
+        self._count_read(1)
+        return _document(record_id, data or {})
+
+    def app_record_count(self) -> int:
+        return Record.objects.filter(storage_id=self.storage_id).count()
+
+
+def _missing(collection: str, record_id: str, action: str) -> OperationFailed:
+    return OperationFailed(
+        f"Cannot {action} {collection}/{record_id}: no record with id '{record_id}' in collection '{collection}'.",
+        details={"collection": collection, "id": record_id},
+    )
+
+
+def _limit(name: str, value: int, **extra: Any) -> dict[str, Any]:
+    return limit_details(name, value, **extra)
