@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
-from django.db.models import Count, Q, QuerySet
+from django.contrib.admin import helpers
+from django.db.models import Count, F, Max, Q, QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
 
+from apps_registry.exceptions import CharmingError
 from apps_registry.models import (
     Advisory,
     ApiToken,
@@ -20,7 +27,14 @@ from apps_registry.models import (
     Route,
     Storage,
 )
-from apps_registry.services.staff import advisories_resolve
+from apps_registry.services.retention import (
+    app_purge,
+    retained_storage_purge,
+    retained_until,
+    retention_cutoff,
+    storage_restore,
+)
+from apps_registry.services.staff import advisories_resolve, feedback_respond
 from apps_registry.services.tokens import token_revoke
 
 
@@ -59,6 +73,40 @@ class AppAdmin(admin.ModelAdmin):
     readonly_fields = ("id", "created_at", "updated_at")
     autocomplete_fields = ("owner",)
     inlines = (MembershipInline, RouteInline)
+    actions = ("purge_selected",)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # The stock delete would orphan the storage; "Purge" (below) or the owner's delete_app go through services.
+        return False
+
+    def has_purge_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("apps_registry.purge_app")
+
+    @admin.action(description="Purge selected apps and all their data…", permissions=["purge"])
+    def purge_selected(self, request: HttpRequest, queryset: QuerySet[App]) -> TemplateResponse | None:
+        if request.POST.get("confirmed") != "yes":
+            return _confirmation_page(
+                self,
+                request,
+                queryset,
+                action="purge_selected",
+                title="Purge apps and all their data",
+                warning="These apps, their routes, members, advisories, feedback and records will be deleted now, "
+                "for good: nothing is retained.",
+                items=[f"{app.name} ({app.id}) of {app.owner}: {self.record_count(app)} records" for app in queryset],
+            )
+        done = 0
+        for app in queryset:
+            try:
+                result = app_purge(actor=request.user, app_id=app.id, confirmed_via="admin")
+            except CharmingError as error:
+                self.message_user(request, f"{app.name}: {error.message}", messages.ERROR)
+                continue
+            done += 1
+            self.message_user(request, f"Purged app '{result.app_name}': {result.records_purged} records.")
+        if done:
+            self.message_user(request, f"Purged {done} app(s).", messages.SUCCESS)
+        return None
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[App]:
         return (
@@ -81,8 +129,11 @@ class AppAdmin(admin.ModelAdmin):
         return int(obj._record_count)
 
     @admin.display(description="open advisories", ordering="_open_advisory_count")
-    def open_advisory_count(self, obj: Any) -> int:
-        return int(obj._open_advisory_count)
+    def open_advisory_count(self, obj: Any) -> str:
+        url = reverse("admin:apps_registry_advisory_changelist")
+        return format_html(
+            '<a href="{}?app__id__exact={}&amp;resolved__exact=0">{}</a>', url, obj.pk, int(obj._open_advisory_count)
+        )
 
 
 @admin.register(Route)
@@ -118,18 +169,51 @@ class AdvisoryAdmin(admin.ModelAdmin):
 class FeedbackResponseInline(admin.StackedInline):
     model = FeedbackResponse
     extra = 1
-    fields = ("body", "staff_author", "created_at", "read_at")
-    readonly_fields = ("staff_author", "created_at", "read_at")
+    fields = ("body", "staff_author", "created_at", "read_status")
+    readonly_fields = ("staff_author", "created_at", "read_status")
+
+    @admin.display(description="read by the user")
+    def read_status(self, obj: FeedbackResponse) -> str:
+        if obj.pk is None:
+            return "-"
+        if obj.read_at is None:
+            return "Not yet: delivered with the app's next tool result for the user"
+        return f"Read {obj.read_at:%Y-%m-%d %H:%M} UTC"
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Sent answers may have been delivered already; staff add a new one instead of rewriting.
         return False
 
 
+class FeedbackStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("unanswered", "Unanswered"), ("unread", "Answered, not read yet"), ("read", "Answered and read")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "unanswered":
+            return queryset.filter(_responses=0)
+        if self.value() == "unread":
+            return queryset.filter(_responses__gt=0).exclude(_read=F("_responses"))
+        if self.value() == "read":
+            return queryset.filter(_responses__gt=0, _read=F("_responses"))
+        return queryset
+
+
 @admin.register(Feedback)
 class FeedbackAdmin(admin.ModelAdmin):
-    list_display = ("short_body", "app", "author", "created_at", "response_count", "answered_and_read")
-    list_filter = ("created_at", ("app", admin.RelatedOnlyFieldListFilter))
+    list_display = (
+        "short_body",
+        "app",
+        "author",
+        "created_at",
+        "response_count",
+        "answered_and_read",
+        "last_read_at",
+    )
+    list_filter = (FeedbackStatusFilter, "created_at", ("app", admin.RelatedOnlyFieldListFilter))
     search_fields = ("body", "app__name", "author__username")
     readonly_fields = ("app", "author", "body", "created_at", "updated_at")
     inlines = (FeedbackResponseInline,)
@@ -142,6 +226,7 @@ class FeedbackAdmin(admin.ModelAdmin):
             .annotate(
                 _responses=Count("responses", distinct=True),
                 _read=Count("responses", filter=Q(responses__read_at__isnull=False), distinct=True),
+                _last_read_at=Max("responses__read_at"),
             )
         )
 
@@ -162,12 +247,19 @@ class FeedbackAdmin(admin.ModelAdmin):
             return None
         return bool(obj._read == obj._responses)
 
+    @admin.display(description="answer last read", ordering="_last_read_at")
+    def last_read_at(self, obj: Any) -> Any:
+        return obj._last_read_at
+
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
         instances = formset.save(commit=False)
         for instance in instances:
-            if isinstance(instance, FeedbackResponse) and instance.staff_author_id is None:
-                instance.staff_author = request.user
-            instance.save()
+            if isinstance(instance, FeedbackResponse) and instance.pk is None:
+                answer = feedback_respond(staff=request.user, feedback=form.instance, body=instance.body)
+                # The admin's change message names the saved answer, not the unsaved form instance.
+                formset.new_objects[formset.new_objects.index(instance)] = answer
+            else:
+                instance.save()
         for obj in formset.deleted_objects:
             obj.delete()
         formset.save_m2m()
@@ -181,16 +273,166 @@ class FeedbackResponseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_select_related = ("feedback__app", "feedback__author", "staff_author")
 
 
+class StorageStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("attached", "Attached to a live app"),
+            ("retained", "Retained (deleted app, restorable)"),
+            ("expired", "Past retention (purge_storage removes it)"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "attached":
+            return queryset.filter(detached_at__isnull=True)
+        if self.value() == "retained":
+            return queryset.filter(detached_at__gte=retention_cutoff())
+        if self.value() == "expired":
+            return queryset.filter(detached_at__lt=retention_cutoff())
+        return queryset
+
+
+class RestoreStorageForm(forms.Form):
+    app = forms.ModelChoiceField(
+        queryset=App.objects.none(), label="Restore into app", help_text="Apps of the same owner."
+    )
+
+    def __init__(self, *args: Any, storage: Storage, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["app"].queryset = App.objects.filter(owner=storage.owner_id).order_by("name")  # type: ignore[attr-defined]
+
+
 @admin.register(Storage)
 class StorageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("app_name", "app_uuid", "owner", "attached", "detached_at", "created_at")
-    list_filter = (("detached_at", admin.EmptyFieldListFilter),)
-    search_fields = ("app_name", "=app_uuid", "owner__username")
+    list_display = (
+        "app_name",
+        "app_uuid",
+        "owner",
+        "attached",
+        "record_count",
+        "detached_at",
+        "kept_until",
+        "created_at",
+    )
+    list_filter = (StorageStateFilter, ("detached_at", admin.EmptyFieldListFilter))
+    search_fields = ("app_name", "=app_uuid", "=id", "owner__username")
     list_select_related = ("owner",)
+    actions = ("restore_to_app", "purge_selected")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Storage]:
+        return super().get_queryset(request).annotate(_record_count=Count("records"))
 
     @admin.display(description="attached", boolean=True)
     def attached(self, obj: Storage) -> bool:
         return not obj.is_detached
+
+    @admin.display(description="records", ordering="_record_count")
+    def record_count(self, obj: Any) -> int:
+        return int(obj._record_count)
+
+    @admin.display(description="restorable until")
+    def kept_until(self, obj: Storage) -> Any:
+        return retained_until(obj)
+
+    def has_restore_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("apps_registry.restore_storage")
+
+    def has_purge_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("apps_registry.purge_storage")
+
+    @admin.action(description="Restore the selected retained storage to an app…", permissions=["restore"])
+    def restore_to_app(self, request: HttpRequest, queryset: QuerySet[Storage]) -> TemplateResponse | None:
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one retained storage to restore.", messages.ERROR)
+            return None
+        storage = queryset.select_related("owner").get()
+        form = RestoreStorageForm(request.POST if request.POST.get("confirmed") == "yes" else None, storage=storage)
+        if form.is_bound and form.is_valid():
+            try:
+                result = storage_restore(
+                    actor=request.user, storage_id=storage.id, to_app_id=form.cleaned_data["app"].id, via="admin"
+                )
+            except CharmingError as error:
+                self.message_user(request, error.message, messages.ERROR)
+                return None
+            self.message_user(
+                request,
+                f"Restored {result.records_restored} records of '{result.from_app_name}' into '{result.app_name}' "
+                f"({result.mode}).",
+                messages.SUCCESS,
+            )
+            return None
+        return _confirmation_page(
+            self,
+            request,
+            queryset,
+            action="restore_to_app",
+            title="Restore retained storage",
+            warning=f"Storage of the deleted app '{storage.app_name}' (owner {storage.owner}), detached "
+            f"{storage.detached_at:%Y-%m-%d %H:%M} UTC. Pick an app of the same owner to restore it into.",
+            items=[f"{storage.app_name} ({storage.id}): {storage.records.count()} records"],
+            form=form,
+            button="Restore",
+        )
+
+    @admin.action(description="Purge the selected retained storage now…", permissions=["purge"])
+    def purge_selected(self, request: HttpRequest, queryset: QuerySet[Storage]) -> TemplateResponse | None:
+        if request.POST.get("confirmed") != "yes":
+            return _confirmation_page(
+                self,
+                request,
+                queryset,
+                action="purge_selected",
+                title="Purge retained storage",
+                warning="The records of these deleted apps will be deleted now, for good. Storage still attached "
+                "to a live app is refused.",
+                items=[
+                    f"{s.app_name} ({s.id}) of {s.owner}: {self.record_count(s)} records"
+                    for s in queryset.select_related("owner")
+                ],
+            )
+        done = 0
+        for storage in queryset:
+            try:
+                retained_storage_purge(actor=request.user, storage_id=storage.id, via="admin")
+            except CharmingError as error:
+                self.message_user(request, error.message, messages.ERROR)
+                continue
+            done += 1
+        if done:
+            self.message_user(request, f"Purged {done} retained storage.", messages.SUCCESS)
+        return None
+
+
+def _confirmation_page(
+    model_admin: admin.ModelAdmin,
+    request: HttpRequest,
+    queryset: QuerySet[Any],
+    *,
+    action: str,
+    title: str,
+    warning: str,
+    items: list[str],
+    form: forms.Form | None = None,
+    button: str = "Yes, purge",
+) -> TemplateResponse:
+    """The intermediate page of a destructive action: re-posts the selection with confirmed=yes."""
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": title,
+        "opts": model_admin.model._meta,
+        "queryset": queryset,
+        "action": action,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "warning": warning,
+        "items": items,
+        "form": form,
+        "button": button,
+        "now": timezone.now(),
+    }
+    return TemplateResponse(request, "admin/apps_registry/confirm_action.html", context)
 
 
 @admin.register(Record)

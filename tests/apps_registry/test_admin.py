@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib import admin
+from django.contrib.messages import get_messages
 from django.urls import reverse
+from django.utils import timezone
 
-from apps_registry.models import Advisory, ApiToken, AuditEvent, FeedbackResponse, Storage
+from apps_registry.models import Advisory, ApiToken, App, AuditEvent, Feedback, FeedbackResponse, Record, Storage
 from apps_registry.services.tokens import token_create
-from tests.factories import AdvisoryFactory, FeedbackFactory, RecordFactory, UserFactory
+from tests.factories import AdvisoryFactory, FeedbackFactory, RecordFactory, UserFactory, make_app
+from tests.retention_helpers import app_with_records, records_by_app, retained
 
 pytestmark = pytest.mark.django_db
 
@@ -108,3 +113,152 @@ def test_records_and_audit_are_read_only_in_admin(client, staff, populated):
     event = AuditEvent.objects.first()
     assert client.post(admin_url(AuditEvent, "delete", event.pk), {"post": "yes"}).status_code == 403
     assert AuditEvent.objects.filter(pk=event.pk).exists()
+
+
+# ---- deletion lifecycle and feedback loop (issue 5) ---------------------------------------------
+
+
+def grant(user, *codenames):
+    from django.contrib.auth.models import Permission
+
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="apps_registry", codename__in=codenames)
+    )
+    return type(user).objects.get(pk=user.pk)  # drop the permission cache
+
+
+def offered_actions(client, model) -> set[str]:
+    form = client.get(admin_url(model, "changelist")).context["action_form"]
+    return set() if form is None else {name for name, _ in form.fields["action"].choices if name}
+
+
+def post_action(client, model, action, pks, **extra):
+    return client.post(
+        admin_url(model, "changelist"), {"action": action, "_selected_action": [str(pk) for pk in pks], **extra}
+    )
+
+
+def test_stock_app_delete_is_replaced_by_the_audited_purge(client, staff):
+    app = make_app(name="Budget")
+    client.force_login(staff)
+    assert client.get(admin_url(App, "delete", app.pk)).status_code == 403
+    assert offered_actions(client, App) == {"purge_selected"}
+
+
+def test_purge_app_action_confirms_first_then_purges_and_audits(client, staff, user, other_user):
+    app = app_with_records(user, "Spam", 3)
+    app_with_records(other_user, "Innocent", 2)
+    before = records_by_app(exclude_storage=app.storage)
+    client.force_login(staff)
+    page = post_action(client, App, "purge_selected", [app.pk])
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "deleted now, for good" in body and f"Spam ({app.id}) of alice: 3 records" in body
+    assert App.objects.filter(pk=app.pk).exists()
+
+    response = post_action(client, App, "purge_selected", [app.pk], confirmed="yes")
+    assert response.status_code == 302
+    assert not App.objects.filter(pk=app.pk).exists() and not Storage.objects.filter(app_uuid=app.id).exists()
+    assert records_by_app() == before == {"Innocent": 2}
+    event = AuditEvent.objects.get(action="app.purge")
+    assert event.actor_repr == "staffer" and event.details["confirmed_via"] == "admin"
+
+
+def test_purge_and_restore_actions_need_their_permissions(client, user):
+    storage = retained(user, days_ago=1)
+    app = make_app(owner=user, name="Target")
+    clerk = grant(UserFactory(username="clerk", is_staff=True), "view_app", "view_storage")
+    client.force_login(clerk)
+    assert offered_actions(client, App) == set() and offered_actions(client, Storage) == set()
+    post_action(client, App, "purge_selected", [app.pk], confirmed="yes")
+    post_action(client, Storage, "purge_selected", [storage.pk], confirmed="yes")
+    assert App.objects.filter(pk=app.pk).exists() and Storage.objects.filter(pk=storage.pk).exists()
+
+    clerk = grant(clerk, "purge_storage", "restore_storage", "purge_app")
+    client.force_login(clerk)
+    assert offered_actions(client, Storage) == {"restore_to_app", "purge_selected"}
+    assert offered_actions(client, App) == {"purge_selected"}
+
+
+def test_staff_sees_a_deleted_apps_retained_storage_with_its_record_count(client, staff, user):
+    storage = retained(user, name="Old budget", count=4, days_ago=3)
+    make_app(owner=user, name="Live app")
+    client.force_login(staff)
+    response = client.get(admin_url(Storage, "changelist"), {"state": "retained"})
+    rows = response.context["cl"].result_list
+    assert [s.pk for s in rows] == [storage.pk]
+    body = response.content.decode()
+    assert "Old budget" in body and "Live app" not in body
+    assert response.context["cl"].model_admin.record_count(rows[0]) == 4
+
+
+def test_restore_action_offers_only_the_owners_apps_and_restores(client, staff, user, other_user):
+    storage = retained(user, name="Old budget", count=2, days_ago=3)
+    mine = make_app(owner=user, name="Budget again")
+    make_app(owner=other_user, name="Not alice's")
+    client.force_login(staff)
+    page = post_action(client, Storage, "restore_to_app", [storage.pk])
+    assert page.status_code == 200
+    choices = [label for _, label in page.context["form"].fields["app"].choices]
+    assert choices == ["---------", "Budget again"]
+
+    response = post_action(client, Storage, "restore_to_app", [storage.pk], confirmed="yes", app=str(mine.pk))
+    assert response.status_code == 302
+    storage.refresh_from_db()
+    assert storage.app == mine and storage.detached_at is None
+    assert AuditEvent.objects.get(action="storage.restore").details["via"] == "admin"
+
+
+def test_restore_action_outside_the_window_shows_the_refusal(client, staff, user, settings):
+    settings.CHARMING_STORAGE_RETENTION_DAYS = 30
+    storage = retained(user, name="Ancient", days_ago=40)
+    target = make_app(owner=user, name="Target")
+    client.force_login(staff)
+    response = post_action(client, Storage, "restore_to_app", [storage.pk], confirmed="yes", app=str(target.pk))
+    shown = [str(m) for m in get_messages(response.wsgi_request)]
+    assert any("outside the 30-day retention window" in m for m in shown), shown
+    assert Storage.objects.get(pk=storage.pk).detached_at is not None
+
+
+def test_purge_storage_action_purges_retained_and_refuses_attached(client, staff, user):
+    storage = retained(user, name="Old", count=3, days_ago=3)
+    live = app_with_records(user, "Live", 2)
+    client.force_login(staff)
+    page = post_action(client, Storage, "purge_selected", [storage.pk, live.storage.pk])
+    assert "Old (" in page.content.decode() and "3 records" in page.content.decode()
+    response = post_action(client, Storage, "purge_selected", [storage.pk, live.storage.pk], confirmed="yes")
+    shown = [str(m) for m in get_messages(response.wsgi_request)]
+    assert any("belongs to the live app 'Live'" in m for m in shown) and "Purged 1 retained storage." in shown
+    assert not Storage.objects.filter(pk=storage.pk).exists()
+    assert Record.objects.filter(storage=live.storage).count() == 2
+
+
+def test_feedback_list_shows_whether_and_when_answers_were_read(client, staff):
+    unanswered = FeedbackFactory(body="No answer yet")
+    unread = FeedbackFactory(body="Answered, unread")
+    FeedbackResponse.objects.create(feedback=unread, staff_author=staff, body="On it")
+    read = FeedbackFactory(body="Answered and read")
+    read_at = timezone.now() - timedelta(hours=2)
+    FeedbackResponse.objects.create(feedback=read, staff_author=staff, body="Done", read_at=read_at)
+    client.force_login(staff)
+    for status, expected in (("unanswered", unanswered), ("unread", unread), ("read", read)):
+        rows = client.get(admin_url(Feedback, "changelist"), {"status": status}).context["cl"].result_list
+        assert [f.pk for f in rows] == [expected.pk], status
+    rows = {f.pk: f for f in client.get(admin_url(Feedback, "changelist")).context["cl"].result_list}
+    model_admin = admin.site._registry[Feedback]
+    assert model_admin.last_read_at(rows[read.pk]) == read_at and model_admin.last_read_at(rows[unread.pk]) is None
+    assert (
+        model_admin.answered_and_read(rows[read.pk]) is True and model_admin.answered_and_read(rows[unread.pk]) is False
+    )
+    page = client.get(admin_url(Feedback, "change", read.pk)).content.decode()
+    assert f"Read {read_at:%Y-%m-%d %H:%M} UTC" in page
+    page = client.get(admin_url(Feedback, "change", unread.pk)).content.decode()
+    assert "Not yet: delivered with the app&#x27;s next tool result" in page
+
+
+def test_app_list_links_to_its_open_advisories(client, staff, populated):
+    client.force_login(staff)
+    body = client.get(admin_url(App, "changelist")).content.decode()
+    assert f"?app__id__exact={populated.app.pk}&amp;resolved__exact=0" in body
+    rows = client.get(admin_url(Advisory, "changelist"), {"app__id__exact": populated.app.pk, "resolved__exact": 0})
+    assert [a.pk for a in rows.context["cl"].result_list] == [populated.pk]
