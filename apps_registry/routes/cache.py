@@ -22,7 +22,9 @@ _lock = threading.Lock()
 stats = {"compiled": 0}
 
 
-def compiled_route(*, route_id: int, version: int, limits: Limits, load: Callable[[], Route]) -> CompiledRoute:
+def compiled_route(*, route_id: int, version: Any, limits: Limits, load: Callable[[], Route]) -> CompiledRoute:
+    """The compiled route for this version. `version` must change whenever the route does: the
+    services pass (version, updated_at), so a reused primary key can never hit a stale entry."""
     key = (route_id, version, limits)
     with _lock:
         found = _entries.get(key)

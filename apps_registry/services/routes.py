@@ -37,19 +37,26 @@ def route_run(
             f"You are a viewer of app '{app.name}'; viewers may only query (query_app). "
             "Ask the owner for editor access to change its data."
         )
-    row = Route.objects.filter(app=app, name=op).values_list("id", "version", "kind", "app__storage__id").first()
+    row = (
+        Route.objects.filter(app=app, name=op)
+        .values_list("id", "version", "updated_at", "kind", "app__storage__id")
+        .first()
+    )
     if row is None:
         names = list(Route.objects.filter(app=app).order_by("name").values_list("name", "kind"))
         listing = ", ".join(f"{name} ({route_kind})" for name, route_kind in names) or "none"
         raise UnknownOp(f"App '{app.name}' has no route '{op}'. Its routes: {listing}. Use get_app to see them.")
-    route_id, version, route_kind, storage_id = row
+    route_id, version, updated_at, route_kind, storage_id = row
     if route_kind != kind:
         raise UnknownOp(
             f"'{op}' is a {route_kind} route: call it with {_TOOL_FOR_KIND[route_kind]}, not {_TOOL_FOR_KIND[kind]}."
         )
     limits = current_limits()
     compiled = compiled_route(
-        route_id=route_id, version=version, limits=limits, load=lambda: Route.objects.get(pk=route_id)
+        route_id=route_id,
+        version=(version, updated_at),
+        limits=limits,
+        load=lambda: Route.objects.get(pk=route_id),
     )
     value = run_route(
         compiled,
