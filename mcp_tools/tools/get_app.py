@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from apps_registry import selectors
-from apps_registry.models import App, Route
+from apps_registry.models import Route
 from apps_registry.services.advisories import advisories_for_result
 from mcp_tools.results import envelope_ok
 from mcp_tools.tools import ToolCall, ToolResult, db
@@ -22,11 +22,6 @@ def route_as_contract(route: Route) -> dict[str, Any]:
     }
 
 
-def _routes(app: App) -> Any:
-    routes_of = getattr(selectors, "routes_of", None)  # the engine's selector, until it lands
-    return routes_of(app) if routes_of is not None else app.routes.order_by("name")
-
-
 def _describe(user: Any, app_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     app, role = selectors.app_get_visible(user=user, app_id=app_id)
     value = {
@@ -34,7 +29,7 @@ def _describe(user: Any, app_id: str) -> tuple[dict[str, Any], list[dict[str, An
         "name": app.name,
         "description": app.description,
         "role": role,
-        "routes": [route_as_contract(route) for route in _routes(app)],
+        "routes": [route_as_contract(route) for route in selectors.routes_of(app)],
     }
     return value, advisories_for_result(actor=user, app=app)
 

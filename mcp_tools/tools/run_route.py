@@ -8,6 +8,7 @@ from typing import Any, Literal
 from apps_registry.exceptions import CharmingError, NotFound
 from apps_registry.selectors import app_get_visible
 from apps_registry.services.advisories import advisories_for_result
+from apps_registry.services.routes import route_run
 from mcp_tools.results import envelope_ok, error_result
 from mcp_tools.tools import ToolCall, ToolResult, db
 
@@ -23,8 +24,6 @@ def _advisories_if_visible(user: Any, app_id: str) -> list[dict[str, Any]]:
 def _run(
     user: Any, app_id: str, op: str, params: dict[str, Any] | None, kind: Literal["query", "mutation"]
 ) -> tuple[Any, CharmingError | None, list[dict[str, Any]]]:
-    from apps_registry.services.routes import route_run  # the engine's service (lands with the engine)
-
     try:
         result = route_run(actor=user, app_id=app_id, op=op, params=params, kind=kind)
     except CharmingError as error:

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import pytest
+
+from apps_registry.services.advisories import advisories_for_result
+from apps_registry.services.staff import feedback_respond
+from tests.factories import AdvisoryFactory, FeedbackFactory, make_app
+
+
+@pytest.mark.django_db
+def test_advisories_are_shaped_like_the_contract_with_optional_fields_only_when_set(user):
+    app = make_app(owner=user)
+    AdvisoryFactory(
+        app=app,
+        kind="legacy-bridge",
+        severity="info",
+        summary="s",
+        user_summary="",
+        data={"a": 1},
+        doc_url="docs/authoring.md#legacy",
+    )
+    AdvisoryFactory(app=app, kind="missing-output-schema", severity="warn", summary="t", user_summary="u")
+
+    shaped = advisories_for_result(actor=user, app=app)
+
+    assert shaped == [
+        {
+            "kind": "legacy-bridge",
+            "severity": "info",
+            "summary": "s",
+            "data": {"a": 1},
+            "doc_url": "docs/authoring.md#legacy",
+        },
+        {"kind": "missing-output-schema", "severity": "warn", "summary": "t", "userSummary": "u"},
+    ]
+
+
+@pytest.mark.django_db
+def test_each_unread_answer_is_delivered_once_and_marked_read(user, staff):
+    app = make_app(owner=user)
+    feedback = FeedbackFactory(app=app, author=user)
+    first = feedback_respond(staff=staff, feedback=feedback, body="One")
+    second = feedback_respond(staff=staff, feedback=feedback, body="Two")
+
+    delivered = advisories_for_result(actor=user, app=app)
+    again = advisories_for_result(actor=user, app=app)
+
+    assert [a["data"]["response_id"] for a in delivered] == [str(first.pk), str(second.pk)]
+    assert all(a["kind"] == "feedback-response" and a["userSummary"] for a in delivered)
+    assert again == []
+    first.refresh_from_db()
+    assert first.read_at is not None
+
+
+@pytest.mark.django_db
+def test_answers_on_another_app_are_not_delivered_here(user, staff):
+    app, other = make_app(owner=user, name="A"), make_app(owner=user, name="B")
+    feedback_respond(staff=staff, feedback=FeedbackFactory(app=other, author=user), body="Elsewhere")
+
+    assert advisories_for_result(actor=user, app=app) == []
