@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from apps_registry.models import Record
+from apps_registry.services.apps import membership_set
+from apps_registry.services.definitions import app_definition_save
+from apps_registry.services.tokens import token_create
+from tests.mcp_tools.test_mutate_app import DEFINITION
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api(user):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).plaintext}")
+    return client
+
+
+@pytest.fixture
+def budget(user):
+    return app_definition_save(actor=user, definition=DEFINITION)
+
+
+def test_post_runs_a_mutation_and_answers_the_envelope(api, budget):
+    response = api.post(
+        f"/api/apps/{budget.id}/run/add_expense/", {"params": {"amount": 2, "category": "tea"}}, format="json"
+    )
+
+    assert response.status_code == 200
+    assert response.json() == {"ok": True, "value": {"id": Record.objects.get().record_id}}
+
+
+def test_a_query_runs_with_kind_query(api, budget):
+    response = api.post(f"/api/apps/{budget.id}/run/count_expenses/", {"kind": "query"}, format="json")
+
+    assert response.json() == {"ok": True, "value": {"n": 0}}
+
+
+def test_domain_errors_keep_their_kind_and_message(api, budget):
+    response = api.post(f"/api/apps/{budget.id}/run/count_expenses/", {}, format="json")
+
+    assert response.status_code == 404
+    assert response.json()["error"] == {
+        "kind": "unknown_op",
+        "message": "'count_expenses' is a query route: call it with query_app, not mutate_app.",
+    }
+
+
+def test_a_viewer_cannot_mutate(api, budget, other_user):
+    membership_set(actor=budget.owner, app=budget, user=other_user, role="viewer")
+    viewer = APIClient()
+    viewer.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=other_user).plaintext}")
+
+    response = viewer.post(
+        f"/api/apps/{budget.id}/run/add_expense/", {"params": {"amount": 1, "category": "x"}}, format="json"
+    )
+
+    assert response.status_code == 403
+    assert response.json()["error"]["kind"] == "forbidden"
+
+
+@pytest.mark.parametrize(
+    ("body", "path", "message"),
+    [
+        ([1], "$", "Send a JSON object"),
+        ({"params": [1]}, "$.params", "'params' must be a JSON object"),
+        ({"kind": "delete"}, "$.kind", "'kind' must be 'mutation' or 'query', got 'delete'."),
+        ({"param": {}}, "$.param", "Unknown field(s) 'param'"),
+    ],
+)
+def test_a_malformed_body_is_invalid_input(api, budget, body, path, message):
+    response = api.post(f"/api/apps/{budget.id}/run/add_expense/", body, format="json")
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["kind"] == "invalid_input" and error["message"].startswith(message)
+    assert error["errors"][0]["path"] == path
+
+
+def test_without_a_token_it_is_401(budget):
+    response = APIClient().post(f"/api/apps/{budget.id}/run/add_expense/", {}, format="json")
+
+    assert response.status_code == 401
