@@ -224,9 +224,7 @@ def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *,
             if not isinstance(handler["collection"], str) or not NAME.match(handler["collection"]):
                 problems.append(Problem(f"{prefix}.handler.collection", _bad_name("a collection name")))
             if kind == "query":
-                problems.append(
-                    Problem(f"{prefix}.handler", "a legacy handler writes, so its route must be a mutation")
-                )
+                problems.append(Problem(f"{prefix}.handler", "a legacy handler writes: its route must be a mutation"))
         if len(problems) == before:
             steps = parse_steps(name, str(kind), legacy_steps(handler), limits, problems, prefix=f"{prefix}.handler")
     else:
@@ -274,6 +272,9 @@ def parse_steps(
             steps.append(step)
             if step.as_name:
                 bound[step.as_name] = index
+        elif isinstance(raw, dict) and isinstance(raw.get("as"), str):
+            # Bind the name anyway, so one broken step does not cascade into "unknown name" reports.
+            bound.setdefault(raw["as"], index)
     return steps
 
 

@@ -1,0 +1,82 @@
+"""The authors' REST API for app definitions: token auth, owner only, the error envelope."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from apps_registry.models import App, Role
+from apps_registry.services.apps import membership_set
+from apps_registry.services.tokens import token_create
+from tests.apps_registry.route_helpers import example
+
+pytestmark = pytest.mark.django_db
+
+
+def client_for(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).plaintext}")
+    return client
+
+
+def test_create_read_replace_and_clear_a_definition(user):
+    client = client_for(user)
+    created = client.post("/api/apps/definitions/", example("todo"), format="json")
+    assert created.status_code == 201
+    app_id = created.json()["value"]["app_id"]
+    assert {r["name"] for r in created.json()["value"]["routes"]} == set(example("todo")["routes"])
+    read = client.get(f"/api/apps/{app_id}/definition/")
+    assert read.status_code == 200
+    assert read.json()["value"]["routes"]["add_todo"]["steps"] == example("todo")["routes"]["add_todo"]["steps"]
+    changed = example("todo")
+    changed["routes"]["add_todo"]["description"] = "Edited."
+    replaced = client.put(f"/api/apps/{app_id}/definition/", changed, format="json")
+    assert replaced.status_code == 200
+    versions = {r["name"]: r["version"] for r in replaced.json()["value"]["routes"]}
+    assert versions["add_todo"] == 2 and versions["progress"] == 1
+    cleared = client.delete(f"/api/apps/{app_id}/definition/")
+    assert cleared.status_code == 200
+    assert client.get(f"/api/apps/{app_id}/definition/").json()["value"]["routes"] == {}
+    assert App.objects.filter(pk=app_id).exists()
+
+
+def test_an_invalid_definition_is_a_400_listing_every_problem(user):
+    broken = example("todo")
+    broken["routes"]["add_todo"]["steps"][0]["count"]["collection"] = "no such"
+    broken["routes"]["progress"]["kind"] = "x"
+    response = client_for(user).post("/api/apps/definitions/", broken, format="json")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["kind"] == "invalid_definition"
+    assert [e["path"] for e in error["errors"]] == [
+        "routes.add_todo.steps[0].count.collection",
+        "routes.progress.kind",
+    ]
+    assert not App.objects.exists()
+
+
+def test_saving_returns_the_authoring_advisories(user):
+    definition = example("todo")
+    del definition["routes"]["progress"]["output"]
+    response = client_for(user).post("/api/apps/definitions/", definition, format="json")
+    assert [a["kind"] for a in response.json()["value"]["advisories"]] == ["missing-output-schema"]
+
+
+def test_only_the_owner_may_use_the_definition_api(user, other_user):
+    app_id = client_for(user).post("/api/apps/definitions/", example("todo"), format="json").json()["value"]["app_id"]
+    stranger = client_for(other_user)
+    assert stranger.get(f"/api/apps/{app_id}/definition/").json()["error"]["kind"] == "not_found"
+    membership_set(actor=user, app=App.objects.get(pk=app_id), user=other_user, role=Role.EDITOR)
+    for response in (
+        stranger.get(f"/api/apps/{app_id}/definition/"),
+        stranger.put(f"/api/apps/{app_id}/definition/", example("todo"), format="json"),
+        stranger.delete(f"/api/apps/{app_id}/definition/"),
+    ):
+        assert response.status_code == 403
+        assert response.json()["error"]["kind"] == "forbidden"
+
+
+def test_the_definition_api_needs_a_token():
+    response = APIClient().post("/api/apps/definitions/", example("todo"), format="json")
+    assert response.status_code == 401
+    assert response.json()["ok"] is False
