@@ -110,6 +110,24 @@ CHARMING_PUBLIC_URL = env.str("CHARMING_PUBLIC_URL", default="http://127.0.0.1:8
 # How long storage detached by delete_app (without purge_storage) is kept before purge_storage removes it.
 CHARMING_STORAGE_RETENTION_DAYS = env.int("CHARMING_STORAGE_RETENTION_DAYS", default=30)
 
+# --- Route engine (apps_registry/routes): bounds on what one app's routes may do; see docs/authoring.md#limits ---
+# Characters in one CEL expression (checked when an app is saved, and again when a route compiles).
+CHARMING_ROUTES_MAX_EXPRESSION_LENGTH = env.int("CHARMING_ROUTES_MAX_EXPRESSION_LENGTH", default=2000)
+# How many comprehensions (map/filter/all/exists/exists_one) may be nested inside each other.
+CHARMING_ROUTES_MAX_COMPREHENSION_NESTING = env.int("CHARMING_ROUTES_MAX_COMPREHENSION_NESTING", default=2)
+# How deeply brackets ( [ { may nest in one expression.
+CHARMING_ROUTES_MAX_EXPRESSION_NESTING = env.int("CHARMING_ROUTES_MAX_EXPRESSION_NESTING", default=32)
+# Steps in one route.
+CHARMING_ROUTES_MAX_STEPS = env.int("CHARMING_ROUTES_MAX_STEPS", default=50)
+# Records one call may read (get, find, increment's re-read); aggregates (count, sum) read none.
+CHARMING_ROUTES_MAX_RECORDS_READ = env.int("CHARMING_ROUTES_MAX_RECORDS_READ", default=1000)
+# Records one call may write (insert, update, upsert, delete, increment).
+CHARMING_ROUTES_MAX_RECORDS_WRITTEN = env.int("CHARMING_ROUTES_MAX_RECORDS_WRITTEN", default=100)
+# Bytes of one record's JSON data.
+CHARMING_ROUTES_MAX_RECORD_BYTES = env.int("CHARMING_ROUTES_MAX_RECORD_BYTES", default=65536)
+# Records one app may hold across all its collections.
+CHARMING_ROUTES_MAX_RECORDS_PER_APP = env.int("CHARMING_ROUTES_MAX_RECORDS_PER_APP", default=100000)
+
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from
 # DJANGO_SECRET_KEY. Every worker behind one URL must share it.
