@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from apps_registry.models import ApiToken
+from apps_registry.models import ApiToken, App
+from apps_registry.services.definitions import app_definition_save
 from apps_registry.services.tokens import token_create, token_hash
 
 DEMO_USERNAME = "demo"
 STAFF_USERNAME = "staff"
 DEMO_TOKEN_NAME = "demo"
+DEMO_BUDGET_FILE = Path(__file__).resolve().parents[2] / "examples" / "budget.json"
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class DemoCredentials:
     token: str
     staff_username: str
     staff_password: str
+    budget_app_id: str = ""
 
 
 def _secrets_file() -> Path:
@@ -56,7 +61,21 @@ def demo_setup() -> DemoCredentials:
         staff.save(update_fields=["password"])
     _secrets_file().write_text(f"token={token}\nstaff_password={password}\n")
     _secrets_file().chmod(0o600)
-    return DemoCredentials(username=DEMO_USERNAME, token=token, staff_username=STAFF_USERNAME, staff_password=password)
+    budget = _demo_budget_app(demo)
+    return DemoCredentials(
+        username=DEMO_USERNAME,
+        token=token,
+        staff_username=STAFF_USERNAME,
+        staff_password=password,
+        budget_app_id=str(budget.id),
+    )
+
+
+def _demo_budget_app(demo: Any) -> App:
+    """examples/budget.json for the demo user: created once, then re-saved into the same app (data kept)."""
+    definition = json.loads(DEMO_BUDGET_FILE.read_text())
+    existing = App.objects.filter(owner=demo, name=definition["name"]).order_by("created_at").first()
+    return app_definition_save(actor=demo, definition=definition, app_id=existing.id if existing else None)
 
 
 def _read_saved() -> dict[str, str]:

@@ -41,3 +41,19 @@ def test_demo_setup_issues_a_new_token_when_the_saved_one_was_revoked(capsys):
     ApiToken.objects.update(revoked_at="2026-01-01T00:00:00Z")
     second = run_demo_setup(capsys)
     assert second["Demo token"] != first["Demo token"]
+
+
+def test_demo_setup_loads_the_budget_example_once_and_reuses_it(capsys):
+    from apps_registry.models import App, Route
+    from apps_registry.services.routes import route_run
+
+    first = run_demo_setup(capsys)
+    app = App.objects.get(pk=first["Budget app"])
+    assert app.owner.username == "demo" and app.name == "Budget"
+    route_run(actor=app.owner, app_id=app.id, op="set_budget", params={"limit": 50}, kind="mutation")
+    second = run_demo_setup(capsys)
+    assert second["Budget app"] == first["Budget app"]
+    assert App.objects.filter(owner__username="demo").count() == 1
+    assert Route.objects.filter(app=app, name="add_expense").exists()
+    value = route_run(actor=app.owner, app_id=app.id, op="summary", params={}, kind="query").value
+    assert value["limit"] == 50.0

@@ -27,6 +27,7 @@ class Command(BaseCommand):
                     f"  MCP endpoint : {base}/mcp",
                     f"  Demo user    : {creds.username}",
                     f"  Demo token   : {creds.token}",
+                    f"  Budget app   : {creds.budget_app_id}",
                     f"  Admin        : {base}/admin/",
                     f"  Staff login  : {creds.staff_username} / {creds.staff_password}",
                     "",
