@@ -53,15 +53,14 @@ def resource_metadata_url() -> str:
 
 
 def _authenticate(header: str | None) -> Caller:
+    # Request start, as Django does it: drop a broken or expired connection. The tool handler that
+    # follows runs on the same (thread-sensitive) thread, reuses the connection and releases it.
     close_old_connections()
-    try:
-        plaintext = bearer_token_from_header(header)
-        if header and plaintext is None:
-            raise AuthenticationFailed("Malformed Authorization header: expected 'Bearer <token>'.")
-        token = token_authenticate(plaintext=plaintext)
-        return Caller(user=token.user, token_id=token.pk)
-    finally:
-        close_old_connections()
+    plaintext = bearer_token_from_header(header)
+    if header and plaintext is None:
+        raise AuthenticationFailed("Malformed Authorization header: expected 'Bearer <token>'.")
+    token = token_authenticate(plaintext=plaintext)
+    return Caller(user=token.user, token_id=token.pk)
 
 
 async def send_unauthorized(send: Send, message: str, *, token_given: bool) -> None:

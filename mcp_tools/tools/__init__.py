@@ -30,9 +30,9 @@ class ToolCall:
 Handler = Callable[[ToolCall], Awaitable[ToolResult]]
 
 
-def _with_fresh_connection(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    # What Django does around each request: drop connections that are broken or past CONN_MAX_AGE.
-    close_old_connections()
+def _then_release_connection(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    # What Django does when a request finishes: drop the connection if broken or past CONN_MAX_AGE.
+    # The auth wrapper did the request-start check on this same thread, so the call reuses its connection.
     try:
         return fn(*args, **kwargs)
     finally:
@@ -41,4 +41,4 @@ def _with_fresh_connection(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs
 
 async def db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """Run a service or selector (sync ORM code) from an async handler."""
-    return await sync_to_async(_with_fresh_connection, thread_sensitive=True)(fn, *args, **kwargs)
+    return await sync_to_async(_then_release_connection, thread_sensitive=True)(fn, *args, **kwargs)

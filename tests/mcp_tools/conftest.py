@@ -18,6 +18,8 @@ import httpx2
 import mcp_types as types
 import pytest
 import uvicorn
+from asgiref.sync import sync_to_async
+from django.db import connections
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -65,6 +67,8 @@ def live_server_mcp(django_db_setup) -> Iterator[LiveServer]:
     yield LiveServer(base_url=f"http://127.0.0.1:{port}")
     server.should_exit = True
     thread.join(timeout=10)
+    # The server's ORM calls ran on asgiref's shared thread; close its connection so the test database can be dropped.
+    asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
 
 
 @pytest.fixture
