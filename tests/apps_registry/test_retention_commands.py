@@ -326,3 +326,27 @@ def test_interrupted_purge_app_exits_130_and_purge_storage_finishes(user, monkey
     monkeypatch.undo()
     run("purge_storage", "--app-id", str(app.id), "--yes")
     assert Record.objects.count() == 0 and not Storage.objects.exists()
+
+
+def test_interrupt_before_any_deletion_also_exits_130_without_a_traceback(user, monkeypatch):
+    storage = retained(user, days_ago=40)
+
+    def interrupted_listing(storages):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("apps_registry.management.commands.purge_storage.storage_usage", interrupted_listing)
+    error = run_error("purge_storage")
+    assert error.returncode == 130 and "Interrupted. Re-run the same command to resume." in str(error)
+    assert Record.objects.filter(storage=storage).count() == 5
+
+
+def test_interrupted_restore_exits_130_and_says_nothing_was_restored(user, monkeypatch):
+    storage = retained(user, days_ago=1)
+    target = make_app(owner=user)
+
+    def interrupted_restore(**kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("apps_registry.management.commands.restore_storage.storage_restore", interrupted_restore)
+    error = run_error("restore_storage", str(storage.id), "--to-app", str(target.id))
+    assert error.returncode == 130 and "nothing was restored" in str(error)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from typing import Any
 
-from django.core.management.base import CommandError, OutputWrapper
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from tqdm import tqdm
 
 from apps_registry.selectors import StorageUsage
@@ -26,6 +27,18 @@ EXIT_CODES_HELP = (
 )
 
 
+class OpsCommand(BaseCommand):
+    """An operator command: Ctrl-C anywhere ends it with exit code 130 and a hint, never a traceback."""
+
+    interrupted_hint = "Re-run the same command to resume."
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        try:
+            return super().execute(*args, **options)
+        except KeyboardInterrupt:
+            raise interrupted(self.interrupted_hint) from None
+
+
 class Progress:
     """Batch progress: a tqdm bar on a terminal, plain lines (every PROGRESS_LINE_SECONDS at most) otherwise."""
 
@@ -35,7 +48,17 @@ class Progress:
         self.last_line = time.monotonic()
         self.bar: Any = None
         if stdout.isatty():
-            self.bar = tqdm(total=total, desc=label, unit="rec", file=stdout._out, dynamic_ncols=True, leave=True)
+            # A pty that reports a 0x0 size would make tqdm draw nothing: pass a size, with a fallback.
+            size = shutil.get_terminal_size((100, 20))
+            self.bar = tqdm(
+                total=total,
+                desc=label,
+                unit="rec",
+                file=stdout._out,
+                ncols=min(size.columns or 100, 120),
+                nrows=size.lines or 20,
+                leave=True,
+            )
 
     def __call__(self, done: int, total: int) -> None:
         if self.bar is not None:

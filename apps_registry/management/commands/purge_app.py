@@ -5,12 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from apps_registry.exceptions import CharmingError
 from apps_registry.management.commands._ops import (
     EXIT_CODES_HELP,
     EXIT_USAGE,
+    OpsCommand,
     Progress,
     confirm,
     declined,
@@ -21,7 +22,7 @@ from apps_registry.selectors import app_summary_for_staff
 from apps_registry.services.retention import DEFAULT_BATCH_SIZE, app_purge
 
 
-class Command(BaseCommand):
+class Command(OpsCommand):
     help = (
         "Delete app APP_ID (whoever owns it) with its routes, members, advisories, feedback and records, now: "
         "nothing is retained. Asks for confirmation unless --yes. Writes the audit events 'app.purge' and "

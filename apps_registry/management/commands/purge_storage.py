@@ -5,13 +5,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from apps_registry.exceptions import CharmingError
 from apps_registry.management.commands._ops import (
     EXIT_CODES_HELP,
     EXIT_ERROR,
     EXIT_USAGE,
+    OpsCommand,
     Progress,
     confirm,
     declined,
@@ -29,7 +30,7 @@ from apps_registry.services.retention import (
 )
 
 
-class Command(BaseCommand):
+class Command(OpsCommand):
     help = (
         "Delete storage detached by delete_app (without purge_storage) that is older than "
         "CHARMING_STORAGE_RETENTION_DAYS (or --older-than DAYS), or the retained storage of one deleted app "

@@ -5,20 +5,22 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from apps_registry.exceptions import CharmingError
-from apps_registry.management.commands._ops import EXIT_CODES_HELP, EXIT_USAGE
+from apps_registry.management.commands._ops import EXIT_CODES_HELP, EXIT_USAGE, OpsCommand
 from apps_registry.services.retention import storage_restore
 
 
-class Command(BaseCommand):
+class Command(OpsCommand):
     help = (
         "Restore retained storage STORAGE_ID (from a deleted app) into app APP_ID of the same owner, within "
         "CHARMING_STORAGE_RETENTION_DAYS of the deletion. If the app's own storage is empty, the retained "
         "storage replaces it; otherwise its records are merged in, refused whole if any record id clashes. "
         "Writes the audit event 'storage.restore'. " + EXIT_CODES_HELP
     )
+
+    interrupted_hint = "The restore is one transaction: nothing was restored."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
