@@ -340,7 +340,14 @@ def _parse_step(
             )
             return None
         step.uses |= names & set(bound)
-        return Expr(source=source, program=program, route=route, where=f"steps[{index}].{where}")
+        return Expr(
+            source=source,
+            program=program,
+            route=route,
+            where=f"steps[{index}].{where}",
+            # Everything in scope the parser saw, comprehension variables that shadow a name included.
+            names=tuple(sorted(set(program.variables()) & scope)),
+        )
 
     body = raw[op]
     if op in ("let", "return"):

@@ -137,10 +137,13 @@ class Expr:
     program: Any
     route: str
     where: str  # e.g. "steps[2].insert.value"
+    # The context variables the expression reads: only these are handed to CEL, which converts
+    # every variable it is given on each call.
+    names: tuple[str, ...] = ()
 
     def evaluate(self, context: dict[str, Any]) -> Any:
         try:
-            return self.program.execute(context)
+            return self.program.execute({name: context[name] for name in self.names if name in context})
         except Exception as exc:  # CEL raises KeyError/TypeError/ZeroDivisionError/RuntimeError/...
             raise HandlerError(
                 f"Route '{self.route}' failed at {self.where}: evaluating `{_clip(self.source, 200)}` "

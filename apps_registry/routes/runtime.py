@@ -3,6 +3,8 @@ validation. Every failure is one of apps_registry.exceptions; a failed mutation 
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from django.db import transaction
@@ -48,13 +50,38 @@ def run_route(
         return _finish(route, _run_steps(route, context, store))
     with transaction.atomic():
         value = _run_steps(route, context, store)
-        if store.created and store.app_record_count() > limits.records_per_app:
+        if store.created and _over_app_limit(store, limits.records_per_app):
             raise OperationFailed(
                 f"This app would hold more than {limits.records_per_app} records; delete some before adding more.",
                 details=limit_details("records_per_app", limits.records_per_app),
             )
         # Validated inside the transaction, so a route that breaks its output contract writes nothing.
         return _finish(route, value)
+
+
+# storage id -> (records counted or estimated, when last counted). Counting an app's records costs a
+# query that grows with the app, so far below the limit the count is estimated from this process's own
+# inserts and recounted exactly at least every RECOUNT_SECONDS; from half the limit on, every call
+# that inserts counts exactly. Estimates only err high (deletes are not subtracted).
+RECOUNT_SECONDS = 60.0
+_known_counts: dict[Any, tuple[int, float]] = {}
+_known_counts_lock = threading.Lock()
+
+
+def _over_app_limit(store: RecordStore, limit: int) -> bool:
+    now = time.monotonic()
+    with _known_counts_lock:
+        known = _known_counts.get(store.storage_id)
+        if known is not None:
+            count, counted_at = known
+            estimate = count + store.created
+            if estimate < limit // 2 and now - counted_at < RECOUNT_SECONDS:
+                _known_counts[store.storage_id] = (estimate, counted_at)
+                return False
+    count = store.app_record_count()
+    with _known_counts_lock:
+        _known_counts[store.storage_id] = (count, now)
+    return count > limit
 
 
 def _finish(route: CompiledRoute, value: Any) -> Any:

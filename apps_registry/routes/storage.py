@@ -11,7 +11,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from django.db import DataError, IntegrityError, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 from django.db.models import Expression, F, FloatField, JSONField, Q, QuerySet, Sum, TextField, Value
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Coalesce
@@ -236,15 +236,25 @@ class RecordStore:
         return _document(record_id, record.data)
 
     def increment(self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool) -> Any:
+        """Add `by` to a top-level number field (absent or null counts as 0) in one UPDATE, returning
+        the new record when `reread` (UPDATE ... RETURNING where the database has it)."""
         self._count_write()
-        rows = (
-            self._records(collection)
-            .filter(record_id=record_id)
-            .alias(field_type=_JSONType(key))
-            .filter(Q(field_type__isnull=True) | Q(field_type__in=_NUMERIC_TYPES))
-            .update(data=_JSONIncrement(key, by), version=F("version") + 1, updated_at=timezone.now())
-        )
-        if rows == 0:
+        if connection.features.can_return_columns_from_insert:  # PostgreSQL, SQLite >= 3.35: RETURNING
+            data = self._increment_returning(collection, record_id, key, by, reread=reread)
+            updated = data is not None
+        else:
+            rows = (
+                self._records(collection)
+                .filter(record_id=record_id)
+                .alias(field_type=_JSONType(key))
+                .filter(Q(field_type__isnull=True) | Q(field_type__in=_NUMERIC_TYPES))
+                .update(data=_JSONIncrement(key, by), version=F("version") + 1, updated_at=timezone.now())
+            )
+            updated = rows > 0
+            data = None
+            if updated and reread:
+                data = self._records(collection).filter(record_id=record_id).values_list("data", flat=True).first()
+        if not updated:
             if not self._records(collection).filter(record_id=record_id).exists():
                 raise _missing(collection, record_id, "increment")
             raise OperationFailed(
@@ -253,9 +263,48 @@ class RecordStore:
             )
         if not reread:
             return None
-        data = self._records(collection).filter(record_id=record_id).values_list("data", flat=True).first()
         self._count_read(1)
-        return _document(record_id, data or {})
+        return _document(record_id, data if isinstance(data, dict) else {})
+
+    def _increment_returning(
+        self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool
+    ) -> dict[str, Any] | bool | None:
+        """One UPDATE ... RETURNING; the new data (or True when not `reread`), None when no row matched."""
+        opts = Record._meta
+        quote = connection.ops.quote_name
+        if connection.vendor == "postgresql":
+            new_value = "jsonb_set(data, %s::text[], to_jsonb(COALESCE((data ->> %s)::numeric, 0) + %s::numeric), true)"
+            value_params: list[Any] = [[key], key, Decimal(repr(by)) if isinstance(by, float) else by]
+            field_type, type_params = "jsonb_typeof(data -> %s)", [key]
+        else:
+            path = "$." + json.dumps(key)
+            new_value = "json_set(data, %s, COALESCE(json_extract(data, %s), 0) + %s)"
+            value_params = [path, path, by]
+            field_type, type_params = "json_type(data, %s)", [path]
+        sql = (
+            f"UPDATE {quote(opts.db_table)} SET data = {new_value}, version = version + 1, updated_at = %s "
+            f"WHERE storage_id = %s AND collection = %s AND record_id = %s "
+            f"AND ({field_type} IS NULL OR {field_type} IN ('number', 'integer', 'real', 'null')) "
+            f"RETURNING {'data' if reread else '1'}"
+        )
+        params = [
+            *value_params,
+            opts.get_field("updated_at").get_db_prep_value(timezone.now(), connection),
+            opts.get_field("storage").get_db_prep_value(self.storage_id, connection),
+            collection,
+            record_id,
+            *type_params,
+            *type_params,
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        if not reread:
+            return True
+        value = row[0]
+        return json.loads(value) if isinstance(value, (str, bytes)) else value
 
     def app_record_count(self) -> int:
         return Record.objects.filter(storage_id=self.storage_id).count()

@@ -6,6 +6,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from django.db.models import F
+
 from apps_registry.exceptions import Forbidden, UnknownOp
 from apps_registry.models import App, Role, Route
 from apps_registry.routes.cache import compiled_route
@@ -31,30 +33,26 @@ def route_run(
     kind: Literal["query", "mutation"],
 ) -> RouteResult:
     """Run route `op` of app `app_id` as `actor`. Raises only apps_registry.exceptions errors."""
-    app, role = app_get_visible(user=actor, app_id=app_id)
-    if kind == "mutation" and role == Role.VIEWER:
-        raise Forbidden(
-            f"You are a viewer of app '{app.name}'; viewers may only query (query_app). "
-            "Ask the owner for editor access to change its data."
-        )
-    row = (
-        Route.objects.filter(app=app, name=op)
-        .values_list("id", "version", "updated_at", "kind", "app__storage__id")
-        .first()
-    )
-    if row is None:
+    # The hot path: the caller's role, the app, its storage and the route's version in one query.
+    found = _route_for_call(actor=actor, app_id=app_id, op=op)
+    if found is None:
+        app, role = app_get_visible(user=actor, app_id=app_id)  # NotFound for missing and invisible apps
+        _check_role(app, role, kind)
         names = list(Route.objects.filter(app=app).order_by("name").values_list("name", "kind"))
         listing = ", ".join(f"{name} ({route_kind})" for name, route_kind in names) or "none"
         raise UnknownOp(f"App '{app.name}' has no route '{op}'. Its routes: {listing}. Use get_app to see them.")
-    route_id, version, updated_at, route_kind, storage_id = row
-    if route_kind != kind:
+    route, role, storage_id = found
+    app = route.app
+    _check_role(app, role, kind)
+    if route.kind != kind:
         raise UnknownOp(
-            f"'{op}' is a {route_kind} route: call it with {_TOOL_FOR_KIND[route_kind]}, not {_TOOL_FOR_KIND[kind]}."
+            f"'{op}' is a {route.kind} route: call it with {_TOOL_FOR_KIND[route.kind]}, not {_TOOL_FOR_KIND[kind]}."
         )
+    route_id = route.pk
     limits = current_limits()
     compiled = compiled_route(
         route_id=route_id,
-        version=(version, updated_at),
+        version=(route.version, route.updated_at),
         limits=limits,
         load=lambda: Route.objects.get(pk=route_id),
     )
@@ -67,3 +65,29 @@ def route_run(
         limits=limits,
     )
     return RouteResult(value=value, app=app)
+
+
+def _route_for_call(*, actor: Any, app_id: uuid.UUID | str, op: str) -> tuple[Route, str, Any] | None:
+    """(route with its app, the caller's role, the storage id), or None when any of them is missing."""
+    try:
+        app_uuid = uuid.UUID(str(app_id))
+    except ValueError:
+        return None
+    route = (
+        Route.objects.filter(app_id=app_uuid, name=op, app__memberships__user=actor)
+        .select_related("app")
+        .defer("definition", "input_schema", "output_schema", "description")
+        .annotate(caller_role=F("app__memberships__role"), storage_pk=F("app__storage__id"))
+        .order_by()[:1]
+    )
+    for found in route:
+        return found, found.caller_role, found.storage_pk
+    return None
+
+
+def _check_role(app: App, role: str, kind: str) -> None:
+    if kind == "mutation" and role == Role.VIEWER:
+        raise Forbidden(
+            f"You are a viewer of app '{app.name}'; viewers may only query (query_app). "
+            "Ask the owner for editor access to change its data."
+        )
