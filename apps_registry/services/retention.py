@@ -257,15 +257,21 @@ def _purge_detached(
 ) -> StoragePurgeResult:
     at_start = Record.objects.filter(storage_id=storage.pk).count()
     deleted = 0
+    # Keyset pagination: each batch starts after the last one, so it never re-walks the index entries
+    # of rows already deleted (PostgreSQL keeps them until vacuum). A re-run starts from 0 again.
+    last_pk = 0
     while True:
         # Never one transaction over millions of rows: each batch commits on its own.
         with transaction.atomic():
             batch = list(
-                Record.objects.filter(storage_id=storage.pk).order_by("pk").values_list("pk", flat=True)[:batch_size]
+                Record.objects.filter(storage_id=storage.pk, pk__gt=last_pk)
+                .order_by("pk")
+                .values_list("pk", flat=True)[:batch_size]
             )
             if not batch:
                 break
             count, _ = Record.objects.filter(pk__in=batch).delete()
+        last_pk = batch[-1]
         deleted += count
         if on_batch is not None:
             on_batch(deleted, at_start)
