@@ -15,9 +15,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import connections
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -53,9 +53,6 @@ def resource_metadata_url() -> str:
 
 
 def _authenticate(header: str | None) -> Caller:
-    # Request start, as Django does it: drop a broken or expired connection. The tool handler that
-    # follows runs on the same (thread-sensitive) thread, reuses the connection and releases it.
-    close_old_connections()
     plaintext = bearer_token_from_header(header)
     if header and plaintext is None:
         raise AuthenticationFailed("Malformed Authorization header: expected 'Bearer <token>'.")
@@ -104,12 +101,18 @@ class BearerAuth:
             if name == b"authorization":
                 header = value.decode("latin-1")
                 break
-        try:
-            caller = await sync_to_async(_authenticate, thread_sensitive=True)(header)
-        except AuthenticationFailed as error:
-            await send_unauthorized(send, error.message, token_given=bool(header))
-            return
-        await run_as(caller, self.app, scope, receive, send)
+        # Like Django's own ASGI handler: each HTTP request gets its own thread for ORM calls (so
+        # concurrent calls do not queue behind one thread) and its connections are closed when it ends.
+        async with ThreadSensitiveContext():
+            try:
+                try:
+                    caller = await sync_to_async(_authenticate, thread_sensitive=True)(header)
+                except AuthenticationFailed as error:
+                    await send_unauthorized(send, error.message, token_given=bool(header))
+                    return
+                await run_as(caller, self.app, scope, receive, send)
+            finally:
+                await sync_to_async(connections.close_all, thread_sensitive=True)()
 
 
 async def run_as(caller: Caller, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:

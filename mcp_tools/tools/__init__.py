@@ -8,7 +8,6 @@ from typing import Any, ParamSpec, TypeVar
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
 from mcp.server.context import ServerRequestContext
 
 P = ParamSpec("P")
@@ -30,15 +29,10 @@ class ToolCall:
 Handler = Callable[[ToolCall], Awaitable[ToolResult]]
 
 
-def _then_release_connection(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    # What Django does when a request finishes: drop the connection if broken or past CONN_MAX_AGE.
-    # The auth wrapper did the request-start check on this same thread, so the call reuses its connection.
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        close_old_connections()
-
-
 async def db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Run a service or selector (sync ORM code) from an async handler."""
-    return await sync_to_async(_then_release_connection, thread_sensitive=True)(fn, *args, **kwargs)
+    """Run a service or selector (sync ORM code) from an async handler.
+
+    It runs on the HTTP request's own thread (see mcp_tools.auth.BearerAuth), which closes the
+    request's database connections when the request ends.
+    """
+    return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
