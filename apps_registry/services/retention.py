@@ -263,6 +263,9 @@ def _purge_detached(
     while True:
         # Never one transaction over millions of rows: each batch commits on its own.
         with transaction.atomic():
+            # Locked and re-checked per batch: a restore (which locks the same row) must not be undone
+            # by the batches that follow it.
+            _lock_still_detached(storage, deleted)
             batch = list(
                 Record.objects.filter(storage_id=storage.pk, pk__gt=last_pk)
                 .order_by("pk")
@@ -276,15 +279,8 @@ def _purge_detached(
         if on_batch is not None:
             on_batch(deleted, at_start)
     with transaction.atomic():
-        locked = Storage.objects.select_for_update().filter(pk=storage.pk).first()
-        if locked is None:
-            raise NotFound(f"Storage {storage.id} was purged by another run in the meantime.")
-        if locked.detached_at is None:
-            raise OperationFailed(
-                f"Storage {storage.id} was restored to app '{locked.app_name}' while it was being purged; "
-                f"{deleted} record(s) had already been deleted. The storage was kept."
-            )
-        # Nothing can write to detached storage, but a restore-and-delete race is cheap to cover.
+        locked = _lock_still_detached(storage, deleted)
+        # Nothing writes to detached storage; this only covers rows a concurrent run skipped.
         leftover, _ = Record.objects.filter(storage_id=storage.pk).delete()
         deleted += leftover
         locked.delete()
@@ -308,6 +304,21 @@ def _purge_detached(
         owner=storage.owner.get_username(),
         records_purged=deleted,
     )
+
+
+def _lock_still_detached(storage: Storage, deleted: int) -> Storage:
+    locked = Storage.objects.select_for_update().filter(pk=storage.pk).first()
+    if locked is None:
+        raise NotFound(
+            f"Storage {storage.id} no longer exists: another purge finished it, or a restore merged its records "
+            f"into an app, in the meantime ({deleted} record(s) deleted by this run)."
+        )
+    if locked.detached_at is None:
+        raise OperationFailed(
+            f"Storage {storage.id} was restored to app '{locked.app_name}' while it was being purged; "
+            f"{deleted} record(s) had already been deleted. The storage and its remaining records were kept."
+        )
+    return locked
 
 
 def _require_permission(actor: Any, codename: str, doing: str) -> None:

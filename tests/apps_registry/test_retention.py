@@ -251,3 +251,37 @@ def test_app_purge_of_a_missing_app_or_without_permission_is_refused(user):
     with pytest.raises(Forbidden, match="apps_registry.purge_app"):
         app_purge(actor=UserFactory(username="clerk", is_staff=True), app_id=app.id, confirmed_via="admin")
     assert App.objects.filter(pk=app.pk).exists()
+
+
+def test_a_restore_during_a_purge_stops_the_purge_before_the_next_batch(user):
+    storage = retained(user, name="Rescued", count=9, days_ago=10)
+    target = make_app(owner=user, name="Rescue target")
+    restored: list[int] = []
+
+    def staff_restores_after_first_batch(done: int, total: int) -> None:
+        if not restored:
+            restored.append(storage_restore(actor=None, storage_id=storage.id, to_app_id=target.id).records_restored)
+
+    with pytest.raises(OperationFailed) as excinfo:
+        retained_storage_purge(
+            actor=None, storage_id=storage.id, batch_size=3, on_batch=staff_restores_after_first_batch
+        )
+    assert "was restored to app 'Rescue target' while it was being purged; 3 record(s)" in excinfo.value.message
+    assert restored == [6]
+    assert Record.objects.filter(storage__app=target).count() == 6
+    assert not AuditEvent.objects.filter(action="storage.purge").exists()
+
+
+def test_a_merge_restore_during_a_purge_leaves_the_merged_records_alone(user):
+    storage = retained(user, name="Merged", count=6, days_ago=10, prefix="old")
+    target = app_with_records(user, "Has data", 2, prefix="new")
+    done_once: list[bool] = []
+
+    def merge_after_first_batch(done: int, total: int) -> None:
+        if not done_once:
+            done_once.append(True)
+            storage_restore(actor=None, storage_id=storage.id, to_app_id=target.id)
+
+    with pytest.raises(NotFound, match="no longer exists: another purge finished it, or a restore merged"):
+        retained_storage_purge(actor=None, storage_id=storage.id, batch_size=2, on_batch=merge_after_first_batch)
+    assert Record.objects.filter(storage=target.storage).count() == 2 + 4
