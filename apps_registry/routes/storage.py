@@ -72,6 +72,11 @@ def _key(path: tuple[str, ...]) -> Any:
     return expression
 
 
+def _json(value: Any) -> Any:
+    """A JSON column read with a plain cursor: text on SQLite (and jsonb under Django's loaders)."""
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
 def _document(record_id: str, data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "id": record_id}
 
@@ -121,11 +126,22 @@ class RecordStore:
 
     # --- reads ------------------------------------------------------------------------------
     def get(self, collection: str, record_id: str) -> dict[str, Any] | None:
-        row = self._records(collection).filter(record_id=record_id).values_list("data", flat=True).first()
+        # A lookup by the unique (storage, collection, record_id) index, as plain SQL: building it with
+        # the ORM cost more than the rest of a typical step.
+        opts = Record._meta
+        sql = (
+            f"SELECT data FROM {connection.ops.quote_name(opts.db_table)} "
+            "WHERE storage_id = %s AND collection = %s AND record_id = %s"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                sql, [opts.get_field("storage").get_db_prep_value(self.storage_id, connection), collection, record_id]
+            )
+            row = cursor.fetchone()
         if row is None:
             return None
         self._count_read(1)
-        return _document(record_id, row)
+        return _document(record_id, _json(row[0]))
 
     def _filtered(self, collection: str, where: list[tuple[tuple[str, ...], str, Any]]) -> QuerySet[Record]:
         qs = self._records(collection)
@@ -303,8 +319,7 @@ class RecordStore:
             return None
         if not reread:
             return True
-        value = row[0]
-        return json.loads(value) if isinstance(value, (str, bytes)) else value
+        return _json(row[0])
 
     def app_record_count(self) -> int:
         return Record.objects.filter(storage_id=self.storage_id).count()
