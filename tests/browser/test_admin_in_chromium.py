@@ -62,7 +62,9 @@ def test_staff_answers_feedback_and_sees_when_it_was_read(page, staff_login):
     # The user's agent receives the answer with its next tool result (MCP side), which stamps read_at.
     FeedbackResponse.objects.filter(pk=answer.pk).update(read_at=answer.created_at)
     page.goto(f"/admin/apps_registry/feedback/{feedback.pk}/change/")
-    expect(page.locator("#responses-0 div.field-read_status")).to_contain_text(f"Read {answer.created_at:%Y-%m-%d %H:%M} UTC")
+    expect(page.locator("#responses-0 div.field-read_status")).to_contain_text(
+        f"Read {answer.created_at:%Y-%m-%d %H:%M} UTC"
+    )
 
 
 def test_staff_revokes_a_token(page, staff_login):
