@@ -7,7 +7,8 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.db.models import Count, F, Max, Q, QuerySet
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -322,7 +323,9 @@ class StorageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     actions = ("restore_to_app", "purge_selected")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Storage]:
-        return super().get_queryset(request).annotate(_record_count=Count("records"))
+        # A correlated subquery is computed for the listed page only, not grouped over every record.
+        records = Record.objects.filter(storage=OuterRef("pk")).order_by().values("storage").annotate(n=Count("pk"))
+        return super().get_queryset(request).annotate(_record_count=Coalesce(Subquery(records.values("n")), 0))
 
     @admin.display(description="attached", boolean=True)
     def attached(self, obj: Storage) -> bool:
