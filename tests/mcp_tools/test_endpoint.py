@@ -5,9 +5,10 @@ import logging
 import httpx2
 import pytest
 from django.test import override_settings
+from mcp.shared.exceptions import MCPError
 
 from apps_registry.services.tokens import token_revoke
-from tests.mcp_tools.conftest import MODERN, mcp_client, run
+from tests.mcp_tools.conftest import LEGACY, MODERN, mcp_client, run
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
@@ -145,3 +146,21 @@ def test_tokens_never_reach_the_logs(live, alice, caplog):
     post(live.mcp_url, LIST_2026, {**HEADERS_2026, "Authorization": f"Bearer {alice.token}x"})
 
     assert alice.token not in caplog.text
+
+
+@pytest.mark.parametrize("mode", [LEGACY, MODERN])
+def test_an_unknown_tool_is_a_protocol_error_naming_the_tools(live, alice, mode):
+    async def go():
+        async with mcp_client(live, alice.token, mode) as c:
+            return await c.call_tool("drop_database", {})
+
+    try:
+        run(go())
+    except BaseException as raised:  # noqa: BLE001 - the client's task group may wrap the error
+        error = raised
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        assert isinstance(error, MCPError)
+        assert error.error.message.startswith("Unknown tool: 'drop_database'. Available: list_apps, get_app")
+    else:
+        raise AssertionError("an unknown tool was accepted")
