@@ -58,3 +58,34 @@ def test_answers_on_another_app_are_not_delivered_here(user, staff):
     feedback_respond(staff=staff, feedback=FeedbackFactory(app=other, author=user), body="Elsewhere")
 
     assert advisories_for_result(actor=user, app=app) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_results_deliver_each_answer_exactly_once(user, staff):
+    import threading
+
+    from django.db import connection
+
+    app = make_app(owner=user)
+    feedback = FeedbackFactory(app=app, author=user)
+    for body in ("One", "Two", "Three"):
+        feedback_respond(staff=staff, feedback=feedback, body=body)
+    delivered: list[str] = []
+    barrier = threading.Barrier(4)
+
+    def deliver():
+        try:
+            barrier.wait()
+            shaped = advisories_for_result(actor=user, app=app)
+            delivered.extend(a["data"]["response_id"] for a in shaped if a["kind"] == "feedback-response")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=deliver) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(delivered) == sorted(str(r.pk) for r in feedback.responses.all())
