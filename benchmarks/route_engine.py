@@ -1,5 +1,6 @@
 """Route engine throughput: the budget example's main mutation (add_expense) through the service,
-beside the same database work done directly with the ORM, on SQLite and on PostgreSQL.
+beside the same database work done directly with the ORM and as plain SQL (the floor), on SQLite
+and on PostgreSQL.
 
     .venv/bin/python benchmarks/route_engine.py                 # SQLite, and PostgreSQL via .ci/postgres.sh
     .venv/bin/python benchmarks/route_engine.py --calls 5000
@@ -61,6 +62,7 @@ def worker(calls: int) -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection, transaction
+    from django.utils import timezone
 
     from apps_registry.models import Record
     from apps_registry.routes import expressions, schemas
@@ -105,6 +107,40 @@ def worker(calls: int) -> None:
             assert updated is not None
             _ = {"id": expense.record_id, "remaining": updated["limit"] - updated["spent"]}
 
+    quote = connection.ops.quote_name
+    table = quote(Record._meta.db_table)
+    storage_param = Record._meta.get_field("storage").get_db_prep_value(storage_id, connection)
+    if connection.vendor == "postgresql":
+        increment = "jsonb_set(data, '{spent}', to_jsonb(COALESCE((data ->> 'spent')::numeric, 0) + %s::numeric))"
+    else:
+        increment = "json_set(data, '$.spent', COALESCE(json_extract(data, '$.spent'), 0) + %s)"
+    now_param = Record._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
+
+    def sql_call() -> None:
+        # The floor: the same statements as hand-written SQL, with no access check, no route lookup,
+        # no validation and no CEL.
+        i = next(counter)
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT data FROM {table} WHERE storage_id = %s AND collection = %s AND record_id = %s",
+                [storage_param, "budgets", "current"],
+            )
+            assert cursor.fetchone() is not None
+            data = {"amount": 1.25, "category": f"c{i % 7}", "note": "bench", "at": "2026-01-01T00:00:00+00:00"}
+            cursor.execute(
+                f"INSERT INTO {table} (storage_id, collection, record_id, data, version, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s, 1, %s, %s)",
+                [storage_param, "expenses", f"sql-{i}", json.dumps(data), now_param, now_param],
+            )
+            cursor.execute(
+                f"UPDATE {table} SET data = {increment}, version = version + 1 "
+                "WHERE storage_id = %s AND collection = %s AND record_id = %s RETURNING data",
+                [1.25, storage_param, "budgets", "current"],
+            )
+            updated = cursor.fetchone()[0]
+            updated = json.loads(updated) if isinstance(updated, str) else updated
+            _ = {"id": f"sql-{i}", "remaining": updated["limit"] - updated["spent"]}
+
     def timed(fn: Any, n: int) -> tuple[float, float]:
         """(calls per second of wall time, µs of this process's CPU per call)."""
         start, cpu = time.perf_counter(), time.process_time()
@@ -114,10 +150,14 @@ def worker(calls: int) -> None:
 
     timed(engine_call, 200)  # warm up: compile the route, fill caches
     timed(orm_call, 200)
-    engine_runs, orm_runs = [], []
-    for _ in range(ROUNDS):  # short alternating rounds, so both sides see the same machine load
+    timed(sql_call, 200)
+    engine_runs, orm_runs, sql_runs = [], [], []
+    for _ in range(ROUNDS):  # short alternating rounds, so every side sees the same machine load
         engine_runs.append(timed(engine_call, calls))
         orm_runs.append(timed(orm_call, calls))
+        sql_runs.append(timed(sql_call, calls))
+    sql_rate = statistics.median(r for r, _ in sql_runs)
+    sql_cpu = statistics.median(c for _, c in sql_runs)
     engine_rates, orm_rates = [r for r, _ in engine_runs], [r for r, _ in orm_runs]
     engine_rate, orm_rate = statistics.median(engine_rates), statistics.median(orm_rates)
     engine_cpu = statistics.median(c for _, c in engine_runs)
@@ -183,17 +223,20 @@ def worker(calls: int) -> None:
     print(f"\n== {vendor} ({connection.Database.__name__} {getattr(connection.Database, 'sqlite_version', '')}) ==")
     print(f"add_expense through route_run : {engine_rate:8.0f} routes/s  ({1e6 / engine_rate:6.0f} µs/call)")
     print(f"same data work with the ORM   : {orm_rate:8.0f} calls/s   ({1e6 / orm_rate:6.0f} µs/call)")
+    print(f"same statements as plain SQL  : {sql_rate:8.0f} calls/s   ({1e6 / sql_rate:6.0f} µs/call)")
     print(f"engine cost over the bare ORM : {overhead:+.1f}% wall time per call (median of {ROUNDS} rounds)")
+    print(f"engine cost over plain SQL    : {(sql_rate / engine_rate - 1) * 100:+.1f}% wall time per call")
     print(
         f"client CPU per call           : engine {engine_cpu:.0f} µs, ORM {orm_cpu:.0f} µs "
-        f"({(engine_cpu / orm_cpu - 1) * 100:+.1f}%)"
+        f"({(engine_cpu / orm_cpu - 1) * 100:+.1f}%), plain SQL {sql_cpu:.0f} µs"
     )
     print(f"load average                  : {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     print(f"statements per call           : engine {engine_statements:.1f}, ORM {orm_statements}")
     print("engine time, instrumented pass (database = inside cursor.execute and commit):")
     for name, seconds in [*spent.items(), ("other Python", other)]:
         print(f"  {name:<13} {seconds / total * 100:5.1f}%  ({seconds / calls * 1e6:6.1f} µs/call)")
-    print(f"rounds (routes/s): engine {[round(r) for r in engine_rates]}, ORM {[round(r) for r in orm_rates]}")
+    print(f"rounds, engine (routes/s): {[round(r) for r in engine_rates]}")
+    print(f"rounds, ORM (calls/s)    : {[round(r) for r in orm_rates]}")
 
 
 if __name__ == "__main__":

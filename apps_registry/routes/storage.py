@@ -195,9 +195,18 @@ class RecordStore:
     def insert(self, collection: str, record_id: str | None, data: dict[str, Any]) -> dict[str, Any]:
         self._count_write()
         record_id = record_id if record_id is not None else str(uuid.uuid4())
-        self._check_size(collection, record_id, data)
+        encoded = self._check_size(collection, record_id, data)
+        opts = Record._meta
+        now = opts.get_field("created_at").get_db_prep_value(timezone.now(), connection)
+        sql = (
+            f"INSERT INTO {connection.ops.quote_name(opts.db_table)} "
+            "(storage_id, collection, record_id, data, version, created_at, updated_at) "
+            "VALUES (%s, %s, %s, %s, 1, %s, %s)"
+        )
+        storage = opts.get_field("storage").get_db_prep_value(self.storage_id, connection)
         try:
-            Record.objects.create(storage_id=self.storage_id, collection=collection, record_id=record_id, data=data)
+            with connection.cursor() as cursor:
+                cursor.execute(sql, [storage, collection, record_id, encoded, now, now])
         except IntegrityError:
             # No savepoint: the error ends the call and the whole transaction is rolled back.
             raise OperationFailed(
