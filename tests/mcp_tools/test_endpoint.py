@@ -164,3 +164,35 @@ def test_an_unknown_tool_is_a_protocol_error_naming_the_tools(live, alice, mode)
         assert error.error.message.startswith("Unknown tool: 'drop_database'. Available: list_apps, get_app")
     else:
         raise AssertionError("an unknown tool was accepted")
+
+
+def test_a_2025_session_can_open_its_event_stream_with_get(live, alice):
+    auth = {"Authorization": f"Bearer {alice.token}"}
+    session_id = post(live.mcp_url, INIT_2025, {**ACCEPT, **auth}).headers["mcp-session-id"]
+    headers = {
+        **auth,
+        "Accept": "text/event-stream",
+        "Mcp-Session-Id": session_id,
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+
+    async def open_stream():
+        async with (
+            httpx2.AsyncClient(timeout=10) as http,
+            http.stream("GET", live.mcp_url, headers=headers) as response,
+        ):
+            return response.status_code, response.headers["content-type"]
+
+    status, content_type = run(open_stream())
+    assert status == 200
+    assert content_type.startswith("text/event-stream")
+
+
+def test_a_get_without_a_session_is_refused(live, alice):
+    headers = {"Authorization": f"Bearer {alice.token}", "Accept": "text/event-stream"}
+
+    async def get():
+        async with httpx2.AsyncClient(timeout=10) as http:
+            return await http.get(live.mcp_url, headers=headers)
+
+    assert run(get()).status_code == 400
