@@ -350,3 +350,35 @@ def test_interrupted_restore_exits_130_and_says_nothing_was_restored(user, monke
     monkeypatch.setattr("apps_registry.management.commands.restore_storage.storage_restore", interrupted_restore)
     error = run_error("restore_storage", str(storage.id), "--to-app", str(target.id))
     assert error.returncode == 130 and "nothing was restored" in str(error)
+
+
+def test_dry_run_for_one_app_lists_it_without_asking_or_deleting(user, answer):
+    storage = retained(user, name="Mistake", count=2, days_ago=1)
+    asked = answer("yes")
+    output = run("purge_storage", "--app-id", str(storage.app_uuid), "--dry-run")
+    assert f"storage {storage.id}" in output and "Total: 1 storage, 2 records" in output
+    assert "Dry run: nothing was deleted." in output and asked == []
+    assert Record.objects.filter(storage=storage).count() == 2
+
+
+def test_one_failing_storage_does_not_stop_the_others_and_exits_1(user, monkeypatch):
+    failing = retained(user, name="Failing", count=2, days_ago=50)
+    fine = retained(user, name="Fine", count=3, days_ago=40)
+    from apps_registry.exceptions import OperationFailed
+    from apps_registry.management.commands import purge_storage as command_module
+
+    real_purge = command_module.retained_storage_purge
+
+    def purge_or_fail(**kwargs):
+        if str(kwargs["storage_id"]) == str(failing.id):
+            raise OperationFailed(f"Storage {failing.id} is busy.")
+        return real_purge(**kwargs)
+
+    monkeypatch.setattr(command_module, "retained_storage_purge", purge_or_fail)
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(CommandError) as excinfo:
+        call_command("purge_storage", stdout=out, stderr=err)
+    assert excinfo.value.returncode == 1 and "1 of 2 storage could not be purged" in str(excinfo.value)
+    assert f"Could not purge storage {failing.id}: Storage {failing.id} is busy." in err.getvalue()
+    assert f"Purged storage {fine.id} of 'Fine'" in out.getvalue()
+    assert Storage.objects.filter(pk=failing.pk).exists() and not Storage.objects.filter(pk=fine.pk).exists()
