@@ -351,6 +351,14 @@ class StorageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             self.message_user(request, "Select exactly one retained storage to restore.", messages.ERROR)
             return None
         storage = queryset.select_related("owner").get()
+        if storage.detached_at is None:
+            self.message_user(
+                request,
+                f"Storage of '{storage.app_name}' is attached to that live app; only retained storage of a deleted "
+                "app can be restored.",
+                messages.ERROR,
+            )
+            return None
         form = RestoreStorageForm(request.POST if request.POST.get("confirmed") == "yes" else None, storage=storage)
         if form.is_bound and form.is_valid():
             try:

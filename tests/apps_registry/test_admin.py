@@ -262,3 +262,21 @@ def test_app_list_links_to_its_open_advisories(client, staff, populated):
     assert f"?app__id__exact={populated.app.pk}&amp;resolved__exact=0" in body
     rows = client.get(admin_url(Advisory, "changelist"), {"app__id__exact": populated.app.pk, "resolved__exact": 0})
     assert [a.pk for a in rows.context["cl"].result_list] == [populated.pk]
+
+
+def test_restore_action_on_attached_storage_explains_instead_of_failing(client, staff, user):
+    live = make_app(owner=user, name="Live")
+    client.force_login(staff)
+    response = post_action(client, Storage, "restore_to_app", [live.storage.pk])
+    assert response.status_code == 302
+    shown = [str(m) for m in get_messages(response.wsgi_request)]
+    assert shown == [
+        "Storage of 'Live' is attached to that live app; only retained storage of a deleted app can be restored."
+    ]
+
+
+def test_restore_action_needs_exactly_one_storage(client, staff, user):
+    first, second = retained(user, name="A", days_ago=1), retained(user, name="B", days_ago=1)
+    client.force_login(staff)
+    response = post_action(client, Storage, "restore_to_app", [first.pk, second.pk])
+    assert [str(m) for m in get_messages(response.wsgi_request)] == ["Select exactly one retained storage to restore."]
