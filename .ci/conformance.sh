@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The official MCP conformance suite against /mcp, in both protocol versions Charming serves.
 # Installs Node 22 and @modelcontextprotocol/conformance into .tools/ (once), starts the
-# no-auth conformance server (python -m mcp_tools.conformance_server: loopback only, throw-away
+# no-auth conformance server (.ci/conformance_server.py: loopback only, throw-away
 # database), runs the server scenarios TESTING.md names, and fails on any failure not listed in
 # .ci/conformance-expected-failures.<version>.yaml (or on a listed one that now passes).
 set -euo pipefail
@@ -24,7 +24,7 @@ PORT="$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0
 URL="http://localhost:$PORT/mcp"   # dns-rebinding-protection needs a localhost URL
 mkdir -p results
 SERVER_LOG="results/conformance-server.log"
-CHARMING_MCP_CONFORMANCE_NO_AUTH=1 "$PYTHON" -m mcp_tools.conformance_server --port "$PORT" >"$SERVER_LOG" 2>&1 &
+CHARMING_MCP_CONFORMANCE_NO_AUTH=1 "$PYTHON" .ci/conformance_server.py --port "$PORT" >"$SERVER_LOG" 2>&1 &
 SERVER_PID=$!
 trap 'kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do

@@ -1,6 +1,6 @@
 """Serve /mcp WITHOUT authentication, for the official MCP conformance suite only.
 
-    CHARMING_MCP_CONFORMANCE_NO_AUTH=1 python -m mcp_tools.conformance_server --port 8765
+    CHARMING_MCP_CONFORMANCE_NO_AUTH=1 .venv/bin/python .ci/conformance_server.py --port 8765
 
 The suite sends no token. This entry point lets it in as a throw-away user, and cannot expose real
 data by accident: it refuses to start unless the variable above is set, it listens on loopback
@@ -15,11 +15,15 @@ import logging
 import os
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
+
+# A CI script, not part of the application: run from the repository's .ci/ directory.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 ENABLE_VARIABLE = "CHARMING_MCP_CONFORMANCE_NO_AUTH"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-logger = logging.getLogger("mcp_tools.conformance_server")
+logger = logging.getLogger("charming.conformance_server")
 
 
 def main(argv: list[str] | None = None) -> int:
