@@ -4,6 +4,7 @@ that turns every failure into a `handler_error` naming the route, the step and t
 from __future__ import annotations
 
 import base64
+import math
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -172,7 +173,13 @@ def _clip(text: str, size: int) -> str:
 
 def to_json(value: Any) -> Any:
     """A CEL result as plain JSON data: timestamps become ISO 8601 strings, durations seconds."""
-    if value is None or isinstance(value, (str, bool, int, float)):
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise HandlerError(
+                f"An expression produced {value}, which JSON cannot represent; check for a division of doubles by 0.0."
+            )
         return value
     if isinstance(value, dict):
         return {str(k): to_json(v) for k, v in value.items()}

@@ -3,11 +3,12 @@ validation. Every failure is one of apps_registry.exceptions; a failed mutation 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Any
 
-from django.db import transaction
+from django.db import DataError, transaction
 from django.utils import timezone
 
 from apps_registry.exceptions import HandlerError, InvalidInput, InvalidOutput, OperationFailed
@@ -46,17 +47,29 @@ def run_route(
         max_written=limits.records_written_per_call,
         max_bytes=limits.record_bytes,
     )
-    if route.kind == "query":
-        return _finish(route, _run_steps(route, context, store))
-    with transaction.atomic():
-        value = _run_steps(route, context, store)
-        if store.created and _over_app_limit(store, limits.records_per_app):
-            raise OperationFailed(
-                f"This app would hold more than {limits.records_per_app} records; delete some before adding more.",
-                details=limit_details("records_per_app", limits.records_per_app),
-            )
-        # Validated inside the transaction, so a route that breaks its output contract writes nothing.
-        return _finish(route, value)
+    try:
+        if route.kind == "query":
+            return _finish(route, _run_steps(route, context, store))
+        with transaction.atomic():
+            return _mutate(route, context, store, limits)
+    except DataError as exc:
+        # A value the database refuses (e.g. a number too large for it); the transaction is rolled back.
+        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise OperationFailed(
+            f"Route '{route.name}': the database refused a value ({reason}).", details={"route": route.name}
+        ) from None
+
+
+def _mutate(route: CompiledRoute, context: dict[str, Any], store: RecordStore, limits: Limits) -> Any:
+    """The steps of a mutation; the caller holds the transaction."""
+    value = _run_steps(route, context, store)
+    if store.created and _over_app_limit(store, limits.records_per_app):
+        raise OperationFailed(
+            f"This app would hold more than {limits.records_per_app} records; delete some before adding more.",
+            details=limit_details("records_per_app", limits.records_per_app),
+        )
+    # Validated inside the transaction, so a route that breaks its output contract writes nothing.
+    return _finish(route, value)
 
 
 # storage id -> (records counted or estimated, when last counted). Counting an app's records costs a
@@ -257,8 +270,8 @@ def _increment(route: CompiledRoute, step: Step, context: dict[str, Any], store:
     by: Any = 1
     if "by" in step.exprs:
         by = step.exprs["by"].evaluate(context)
-        if not isinstance(by, (int, float)) or isinstance(by, bool):
-            raise _wrong(route, step, "increment.by", "an int or a double", by)
+        if not isinstance(by, (int, float)) or isinstance(by, bool) or not math.isfinite(by):
+            raise _wrong(route, step, "increment.by", "a finite int or double", by)
     return store.increment(step.collection, record_id, step.field_path[0], by, reread=step.as_name is not None)
 
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from django.db import connection
 
-from apps_registry.exceptions import Forbidden, UnknownOp
+from apps_registry.exceptions import Forbidden, OperationFailed, UnknownOp
 from apps_registry.models import App, Membership, Role, Route, Storage
 from apps_registry.routes.cache import compiled_route
 from apps_registry.routes.limits import current_limits
@@ -53,7 +53,7 @@ def route_run(
         route_id=route_id,
         version=found.version,
         limits=limits,
-        load=lambda: Route.objects.get(pk=route_id),
+        load=lambda: _route_or_unknown(route_id, op),
     )
     value = run_route(
         compiled,
@@ -112,9 +112,22 @@ def _route_for_call(*, actor: Any, app_id: uuid.UUID | str, op: str) -> _RouteFo
             version=(extra.route_version, extra.route_updated_at),
             kind=extra.route_kind,
             role=extra.caller_role,
-            storage_id=uuid.UUID(str(extra.storage_pk)),
+            storage_id=_storage_uuid(extra.storage_pk, app),
         )
     return None
+
+
+def _storage_uuid(value: Any, app: App) -> uuid.UUID:
+    if value is None:  # every app gets its storage when created; only a damaged database lacks it
+        raise OperationFailed(f"App '{app.name}' has no storage for its records; ask staff to look at it.")
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def _route_or_unknown(route_id: int, op: str) -> Route:
+    route = Route.objects.filter(pk=route_id).first()
+    if route is None:  # removed by a save since this call looked it up
+        raise UnknownOp(f"Route '{op}' was just removed from this app. Use get_app to see its routes.")
+    return route
 
 
 def _check_role(app: App, role: str, kind: str) -> None:

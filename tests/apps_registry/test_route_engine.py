@@ -475,3 +475,23 @@ def test_other_users_cannot_reach_another_apps_records(user):
     theirs = one_route_app(stranger, [{"return": "1"}], kind="query")
     seed(theirs, "items", {"secret": {"n": 1}})
     assert run(user, mine, kind="query") == []
+
+
+def test_values_json_cannot_hold_are_handler_errors(user):
+    app = one_route_app(
+        user,
+        [{"insert": {"collection": "items", "value": "{'ratio': params.a / params.b}"}}],
+        input_schema={"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}},
+    )
+    with pytest.raises(HandlerError) as exc:
+        run(user, app, params={"a": 1, "b": 0})
+    assert "which JSON cannot represent" in exc.value.message
+    assert records(app) == {}
+    counter = one_route_app(
+        user, [{"increment": {"collection": "counters", "id": "'c'", "field": "n", "by": "1.0 / 0.0"}}]
+    )
+    seed(counter, "counters", {"c": {"n": 1}})
+    with pytest.raises(HandlerError) as exc:
+        run(user, counter)
+    assert "must evaluate to a finite int or double, got double" in exc.value.message
+    assert records(counter)["c"] == {"n": 1}
