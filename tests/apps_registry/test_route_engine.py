@@ -495,3 +495,39 @@ def test_values_json_cannot_hold_are_handler_errors(user):
         run(user, counter)
     assert "must evaluate to a finite int or double, got double" in exc.value.message
     assert records(counter)["c"] == {"n": 1}
+
+
+@pytest.mark.parametrize(
+    ("failing_step", "error"),
+    [
+        ({"get": {"collection": "items", "id": "'missing'"}, "as": "x"}, OperationFailed),
+        ({"update": {"collection": "items", "id": "'missing'", "value": "{'a': 1}"}}, OperationFailed),
+        ({"delete": {"collection": "items", "id": "'missing'"}}, OperationFailed),
+        ({"increment": {"collection": "items", "id": "'missing'", "field": "n"}}, OperationFailed),
+        ({"insert": {"collection": "items", "id": "'first'", "value": "{}"}}, OperationFailed),
+        ({"insert": {"collection": "items", "value": "{'big': params.big}"}}, OperationFailed),
+        ({"find": {"collection": "items"}, "as": "x"}, OperationFailed),
+        ({"fail": {"message": "'stop'"}}, HandlerError),
+        ({"let": "params.nope", "as": "x"}, HandlerError),
+        ({"return": "{'wrong': true}"}, InvalidOutput),
+    ],
+)
+def test_every_failure_after_a_write_rolls_back_the_whole_call(user, settings, failing_step, error):
+    settings.CHARMING_ROUTES_MAX_RECORD_BYTES = 1000
+    settings.CHARMING_ROUTES_MAX_RECORDS_READ = 3
+    app = one_route_app(
+        user,
+        [
+            {"insert": {"collection": "items", "id": "'first'", "value": "{'n': 1}"}},
+            {"upsert": {"collection": "counters", "id": "'c'", "value": "{'n': 1}"}},
+            {"increment": {"collection": "counters", "id": "'kept'", "field": "n"}},
+            failing_step,
+        ],
+        output={"type": "null"},
+    )
+    seed(app, "counters", {"kept": {"n": 10}})
+    seed(app, "items", {f"old{i}": {"n": i} for i in range(3)})
+    before = records(app)
+    with pytest.raises(error):
+        run(user, app, params={"big": "x" * 2000})
+    assert records(app) == before
