@@ -261,3 +261,17 @@ class AuditEvent(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise ValueError("Audit events are append-only and cannot be deleted.")
+
+
+class RedeemedConfirmation(models.Model):
+    """One-time confirmation nonces already used (delete_app on protocol 2026-07-28).
+
+    Kept in the database, not a per-process cache, so a replayed answer is refused whichever
+    worker receives it. Rows are dropped once their confirmation would have expired anyway.
+    """
+
+    nonce = models.CharField(max_length=64, primary_key=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.nonce} (until {self.expires_at:%Y-%m-%d %H:%M})"

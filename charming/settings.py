@@ -132,7 +132,8 @@ CHARMING_ROUTES_MAX_RECORDS_PER_APP = env.int("CHARMING_ROUTES_MAX_RECORDS_PER_A
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from
 # DJANGO_SECRET_KEY. Every worker behind one URL must share it.
 CHARMING_MCP_STATE_KEY = env.str("CHARMING_MCP_STATE_KEY", default="")
-# Seconds a delete_app confirmation prompt stays answerable on 2026-07-28 before the agent must ask again.
+# Seconds a delete_app confirmation prompt stays answerable (2026-07-28: sealed state expiry; 2025-11-25: the
+# call waits this long for the user, then fails closed).
 CHARMING_MCP_CONFIRM_TTL_SECONDS = env.int("CHARMING_MCP_CONFIRM_TTL_SECONDS", default=300)
 # Host headers /mcp answers to (DNS-rebinding protection; "name:*" allows any port). Empty: DJANGO_ALLOWED_HOSTS.
 CHARMING_MCP_ALLOWED_HOSTS = env.list("CHARMING_MCP_ALLOWED_HOSTS", default=[])

@@ -4,7 +4,7 @@ The SDK's RequestStateBoundary seals the state with AES-GCM and binds it to the 
 arguments (app_id, purge_storage, confirm), the authenticated user and an expiry. Inside we keep
 our own claims too, so the rule does not rest on middleware configuration alone: the user, the
 app, the purge flag, a short expiry and a one-time nonce, redeemed once (a replayed answer is
-refused). Nonces live in Django's cache: deployments with several workers need a shared cache.
+refused). Used nonces are kept in the database, so a replay is refused by whichever worker gets it.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ import hashlib
 import json
 import secrets
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 
 from apps_registry.exceptions import ConfirmationRequired
+from apps_registry.services.confirmations import confirmation_nonce_redeem
 
 STATE_VERSION = 1
-NONCE_CACHE_PREFIX = "charming:mcp:delete-confirmation:"
 RETRY_HINT = "Nothing was deleted; call delete_app again to get a new confirmation prompt."
 
 
@@ -47,7 +47,10 @@ def confirmation_state_new(*, user_id: Any, app_id: str, purge_storage: bool) ->
 
 
 def confirmation_state_redeem(state: str, *, user_id: Any, app_id: str, purge_storage: bool) -> None:
-    """Accept a returned state once: same user, app and purge flag, not expired, not used before."""
+    """Accept a returned state once: same user, app and purge flag, not expired, not used before.
+
+    Touches the database (the used-nonce record): call it through `db(...)` from async code.
+    """
     try:
         claims = json.loads(state)
         valid_shape = isinstance(claims, dict) and claims.get("v") == STATE_VERSION
@@ -65,6 +68,7 @@ def confirmation_state_redeem(state: str, *, user_id: Any, app_id: str, purge_st
     if not isinstance(expires, int | float) or not time.time() < expires:
         raise ConfirmationRequired(f"The confirmation prompt has expired. {RETRY_HINT}")
     nonce = claims.get("nonce")
-    ttl = max(int(expires - time.time()) + 60, 60)
-    if not isinstance(nonce, str) or not cache.add(NONCE_CACHE_PREFIX + nonce, True, timeout=ttl):
+    if not isinstance(nonce, str) or not confirmation_nonce_redeem(
+        nonce=nonce, expires_at=datetime.fromtimestamp(expires, tz=UTC)
+    ):
         raise ConfirmationRequired(f"This confirmation was already used. {RETRY_HINT}")

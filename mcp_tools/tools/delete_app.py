@@ -8,6 +8,7 @@ until re-invoked with `confirm: true`.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,16 +135,31 @@ async def handle(call: ToolCall) -> ToolResult:
                 ),
             )
         try:
-            confirmation_state_redeem(state, user_id=call.user.pk, app_id=target.app_id, purge_storage=purge_storage)
+            await db(
+                confirmation_state_redeem,
+                state,
+                user_id=call.user.pk,
+                app_id=target.app_id,
+                purge_storage=purge_storage,
+            )
         except ConfirmationRequired as refusal:
             return plain_error(refusal.as_envelope_error())
         if not isinstance(answer, types.ElicitResult):
             return _refused("The answer to the confirmation prompt is not an elicitation result; nothing was deleted.")
         elicited = answer
     else:
+        timeout = settings.CHARMING_MCP_CONFIRM_TTL_SECONDS
         try:
-            elicited = await call.ctx.session.elicit_form(
-                message=message, requested_schema=CONFIRM_SCHEMA, related_request_id=call.ctx.request_id
+            elicited = await asyncio.wait_for(
+                call.ctx.session.elicit_form(
+                    message=message, requested_schema=CONFIRM_SCHEMA, related_request_id=call.ctx.request_id
+                ),
+                timeout=timeout,
+            )
+        except TimeoutError:
+            return _refused(
+                f"The user did not answer the confirmation prompt within {timeout} seconds; nothing was deleted. "
+                "Call delete_app again to ask once more."
             )
         except MCPError as failure:
             return _refused(

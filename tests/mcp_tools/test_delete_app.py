@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import mcp_types as types
@@ -276,3 +277,38 @@ def test_2025_the_prompt_travels_on_the_calls_own_stream(live, alice, budget):
     result = run(go())
     assert result.structured_content["deleted"] is True
     assert answer.prompts[0].requested_schema["required"] == ["confirm"]
+
+
+def test_2026_a_replay_is_refused_even_with_a_cold_cache(live, alice, budget):
+    """Used nonces live in the database, so another worker (with its own cache) refuses a replay too."""
+    from django.core.cache import cache
+
+    args = {"app_id": str(budget.id)}
+    first = run(_first_round(live, alice, args))
+    run(_retry(live, alice, args, first.request_state, action="decline"))
+    cache.clear()
+
+    replayed = run(_retry(live, alice, args, first.request_state, action="accept"))
+
+    assert text_of(replayed).startswith("Error (confirmation_required): This confirmation was already used.")
+    assert App.objects.filter(pk=budget.id).exists()
+
+
+def test_2025_an_unanswered_prompt_times_out_and_deletes_nothing(live, alice, budget):
+    async def never_answers(ctx, params):
+        await asyncio.sleep(5)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    with override_settings(CHARMING_MCP_CONFIRM_TTL_SECONDS=1):
+        result = run(_call_with(live, alice, LEGACY, never_answers, {"app_id": str(budget.id)}))
+
+    assert result.is_error is True
+    assert text_of(result).startswith(
+        "Error (confirmation_required): The user did not answer the confirmation prompt within 1 seconds"
+    )
+    assert App.objects.filter(pk=budget.id).exists()
+
+
+async def _call_with(live, who, mode, callback, args):
+    async with mcp_client(live, who.token, mode, callback) as c:
+        return await c.call_tool("delete_app", args)
