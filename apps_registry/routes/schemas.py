@@ -4,6 +4,10 @@ on every call with `jsonschema-rs` validators built once per route version.
 `jsonschema-rs` matches `pattern` with a regex engine that does not backtrack catastrophically
 (patterns needing backtracking features fall back to fancy-regex, which has a backtrack limit),
 so an author's `^(a+)+$` cannot hang a call.
+
+Schemas are self-contained: a `$ref` may only point inside the same schema ("#..."). Validators
+are built with a retriever that refuses everything, so no schema can make the server read
+a file or fetch a URL.
 """
 
 from __future__ import annotations
@@ -15,6 +19,35 @@ import jsonschema_rs
 
 MAX_ERRORS = 50
 _MAX_MESSAGE = 300
+_REFERENCE_KEYWORDS = ("$ref", "$dynamicRef")
+
+
+def _refuse_retrieval(uri: str) -> Any:
+    raise ValueError(f"external schema references are not allowed ({uri[:100]!r}); use a '#/...' reference")
+
+
+def _build_validator(schema: dict[str, Any] | bool) -> Any:
+    return jsonschema_rs.validator_for(schema, retriever=_refuse_retrieval)
+
+
+def _external_references(schema: Any, path: str = "") -> list[str]:
+    """Where `schema` refers outside itself: a non-local $ref/$dynamicRef, or an $id (a new base URI)."""
+    found: list[str] = []
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            where = f"{path}/{key}"
+            if key in _REFERENCE_KEYWORDS and isinstance(value, str) and not value.startswith("#"):
+                found.append(
+                    f"{where}: {value[:100]!r} refers outside this schema; only '#/...' references are allowed"
+                )
+            elif key == "$id" and isinstance(value, str):
+                found.append(f"{where}: $id is not allowed; schemas are self-contained")
+            else:
+                found.extend(_external_references(value, where))
+    elif isinstance(schema, list):
+        for index, item in enumerate(schema):
+            found.extend(_external_references(item, f"{path}/{index}"))
+    return found
 
 
 def schema_problems(schema: Any) -> list[str]:
@@ -26,8 +59,11 @@ def schema_problems(schema: Any) -> list[str]:
     except jsonschema.SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path)
         return [f"is not a valid JSON Schema{f' at {where}' if where else ''}: {exc.message}"]
+    external = _external_references(schema)
+    if external:
+        return [f"is not self-contained at {problem}" for problem in external]
     try:
-        jsonschema_rs.validator_for(schema)
+        _build_validator(schema)
     except Exception as exc:  # e.g. a pattern the Rust regex engines cannot compile
         return [f"is not usable: {exc}"]
     return []
@@ -37,7 +73,7 @@ class SchemaValidator:
     """A compiled validator that reports every violation as {"path": "$.a[0]", "message": ...}."""
 
     def __init__(self, schema: dict[str, Any] | bool) -> None:
-        self._validator = jsonschema_rs.validator_for(schema)
+        self._validator = _build_validator(schema)
 
     def errors(self, instance: Any) -> list[dict[str, str]]:
         if self._validator.is_valid(instance):
