@@ -22,7 +22,6 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from apps_registry.exceptions import CharmingError
 from mcp_tools.arguments import arguments_check
 from mcp_tools.auth import current_caller
 from mcp_tools.confirmation import state_key
@@ -84,9 +83,7 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     try:
         arguments = arguments_check(params.name, params.arguments)
         return await handler(ToolCall(user=caller.user, arguments=arguments, params=params, ctx=ctx))
-    except CharmingError as error:
-        return error_result(error, envelope=envelope, tool=params.name)
-    except Exception as error:  # noqa: BLE001 - the one place unexpected errors become a generic result
+    except Exception as error:  # noqa: BLE001 - domain errors become their envelope, anything else a generic one
         return error_result(error, envelope=envelope, tool=params.name)
 
 

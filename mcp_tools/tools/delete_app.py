@@ -97,8 +97,13 @@ def _refused(message: str) -> ToolResult:
 
 
 def _can_elicit(call: ToolCall) -> bool:
+    """Whether the client can show our form prompt: elicitation declared with form mode (an empty
+    declaration means form, for clients older than modes); a URL-only client cannot."""
     capabilities = call.ctx.session.client_capabilities
-    return capabilities is not None and capabilities.elicitation is not None
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    if elicitation is None:
+        return False
+    return elicitation.form is not None or elicitation.url is None
 
 
 async def handle(call: ToolCall) -> ToolResult:

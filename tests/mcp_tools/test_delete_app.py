@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import uuid
 
 import mcp_types as types
@@ -187,7 +188,11 @@ def test_2026_the_prompt_comes_back_as_input_required_with_sealed_state(live, al
     prompt = first.input_requests["confirm_delete"]
     assert "Delete the Charming app 'Budget' permanently?" in prompt.params.message
     assert first.request_state.startswith("v1.")
-    assert str(budget.id) not in first.request_state and str(alice.user.pk) not in first.request_state
+    assert str(budget.id) not in first.request_state
+    # Sealed, not merely encoded: the claims cannot be read back out of the state.
+    sealed = first.request_state.removeprefix("v1.")
+    raw = base64.urlsafe_b64decode(sealed + "=" * (-len(sealed) % 4))
+    assert b'"uid"' not in raw and b'"nonce"' not in raw and str(budget.id).encode() not in raw
 
 
 def test_2026_a_tampered_state_is_refused(live, alice, budget):
