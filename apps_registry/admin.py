@@ -52,18 +52,21 @@ class ReadOnlyAdminMixin:
         return False
 
 
-class RouteInline(admin.StackedInline):
+class RouteInline(ReadOnlyAdminMixin, admin.StackedInline):
+    # Routes change only through the author's definition (import_app, the definition API), which
+    # checks the whole app, bumps versions and recomputes advisories; an edit here would skip all that.
     model = Route
     extra = 0
     fields = ("name", "kind", "description", "version", "input_schema", "output_schema", "definition")
-    readonly_fields = ("version",)
     show_change_link = True
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(ReadOnlyAdminMixin, admin.TabularInline):
+    # Ownership and sharing go through services (the owner row must match App.owner and the storage's owner).
     model = Membership
     extra = 0
-    autocomplete_fields = ("user",)
+    fields = ("user", "role", "created_at")
+    readonly_fields = ("user", "role", "created_at")
 
 
 @admin.register(App)
@@ -71,10 +74,14 @@ class AppAdmin(admin.ModelAdmin):
     list_display = ("name", "owner", "route_count", "record_count", "open_advisory_count", "updated_at")
     search_fields = ("name", "description", "owner__username", "owner__email", "=id")
     list_filter = ("created_at",)
-    readonly_fields = ("id", "created_at", "updated_at")
-    autocomplete_fields = ("owner",)
+    # The owner is fixed: it must match the owner membership and the storage's owner.
+    readonly_fields = ("id", "owner", "created_at", "updated_at")
     inlines = (MembershipInline, RouteInline)
     actions = ("purge_selected",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Apps are created from definitions (import_app, the definition API), with their owner and storage.
+        return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # The stock delete would orphan the storage; "Purge" (below) or the owner's delete_app go through services.
@@ -138,13 +145,11 @@ class AppAdmin(admin.ModelAdmin):
 
 
 @admin.register(Route)
-class RouteAdmin(admin.ModelAdmin):
+class RouteAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("name", "app", "kind", "version", "updated_at")
     list_filter = ("kind",)
     search_fields = ("name", "description", "app__name")
     list_select_related = ("app",)
-    readonly_fields = ("version", "created_at", "updated_at")
-    autocomplete_fields = ("app",)
 
 
 @admin.register(Advisory)

@@ -280,3 +280,17 @@ def test_restore_action_needs_exactly_one_storage(client, staff, user):
     client.force_login(staff)
     response = post_action(client, Storage, "restore_to_app", [first.pk, second.pk])
     assert [str(m) for m in get_messages(response.wsgi_request)] == ["Select exactly one retained storage to restore."]
+
+
+def test_staff_cannot_change_an_apps_owner_members_or_routes_behind_the_services(client, staff, populated):
+    app = populated.app
+    client.force_login(staff)
+    page = client.get(admin_url(type(app), "change", app.pk)).content.decode()
+    assert 'name="owner"' not in page  # shown, not editable
+    assert 'name="routes-0-definition"' not in page and 'name="memberships-0-role"' not in page
+    assert client.get(admin_url(type(app), "add")).status_code == 403
+    route = app.routes.get()
+    response = client.post(admin_url(type(route), "change", route.pk), {"name": "renamed", "kind": "query"})
+    assert response.status_code == 403
+    route.refresh_from_db()
+    assert route.name == "add" and route.kind == "mutation"
