@@ -7,6 +7,9 @@ PORT ?= 8000
 
 .PHONY: run setup test lint clean
 
+# The URL the server names in its OAuth metadata and allows as Origin: where `make run` listens.
+setup run: export CHARMING_PUBLIC_URL ?= http://$(HOST):$(PORT)
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -22,7 +25,7 @@ $(VENV)/.dev: requirements-dev.txt requirements.txt | $(BIN)/python
 setup: $(VENV)/.runtime
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	$(BIN)/python manage.py demo_setup --base-url http://$(HOST):$(PORT)
+	$(BIN)/python manage.py demo_setup --base-url $(CHARMING_PUBLIC_URL)
 
 run: setup
 	$(BIN)/uvicorn charming.asgi:application --host $(HOST) --port $(PORT)
