@@ -12,6 +12,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from apps_registry.exceptions import OperationFailed
 from apps_registry.models import ApiToken, App
 from apps_registry.services.definitions import app_definition_save
 from apps_registry.services.tokens import token_create, token_hash
@@ -19,6 +20,8 @@ from apps_registry.services.tokens import token_create, token_hash
 DEMO_USERNAME = "demo"
 STAFF_USERNAME = "staff"
 DEMO_TOKEN_NAME = "demo"
+# Set as first_name on the accounts demo_setup creates, so it only ever manages its own accounts.
+DEMO_MARKER = "Charming demo"
 DEMO_BUDGET_FILE = Path(__file__).resolve().parents[2] / "examples" / "budget.json"
 
 
@@ -42,11 +45,8 @@ def demo_setup() -> DemoCredentials:
     The plaintexts are kept in var/demo-credentials.txt (local only, git-ignored) so a second
     run can print working credentials; if the file is gone or stale, fresh ones are issued.
     """
-    user_model = get_user_model()
-    demo, _ = user_model.objects.get_or_create(username=DEMO_USERNAME, defaults={"email": "demo@example.com"})
-    staff, created = user_model.objects.get_or_create(
-        username=STAFF_USERNAME, defaults={"is_staff": True, "is_superuser": True, "email": "staff@example.com"}
-    )
+    demo, _ = _demo_account(DEMO_USERNAME, email="demo@example.com")
+    staff, created = _demo_account(STAFF_USERNAME, email="staff@example.com", is_staff=True, is_superuser=True)
     saved = _read_saved()
     token = saved.get("token", "")
     if (
@@ -69,6 +69,19 @@ def demo_setup() -> DemoCredentials:
         staff_password=password,
         budget_app_id=str(budget.id),
     )
+
+
+def _demo_account(username: str, **defaults: Any) -> tuple[Any, bool]:
+    """The demo's own account, created and marked as such; an existing account is never taken over."""
+    user, created = get_user_model().objects.get_or_create(
+        username=username, defaults={**defaults, "first_name": DEMO_MARKER}
+    )
+    if not created and user.first_name != DEMO_MARKER:
+        raise OperationFailed(
+            f"A user named {username!r} already exists and was not created by demo_setup; demo_setup never "
+            "takes over existing accounts. Run it on a database without that user (it is for local demos)."
+        )
+    return user, created
 
 
 def _demo_budget_app(demo: Any) -> App:

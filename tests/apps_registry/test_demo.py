@@ -57,3 +57,14 @@ def test_demo_setup_loads_the_budget_example_once_and_reuses_it(capsys):
     assert Route.objects.filter(app=app, name="add_expense").exists()
     value = route_run(actor=app.owner, app_id=app.id, op="summary", params={}, kind="query").value
     assert value["limit"] == 50.0
+
+
+def test_demo_setup_never_takes_over_an_existing_account(capsys):
+    from django.core.management import CommandError
+
+    real = get_user_model().objects.create_user(username="staff", password="their-own-password")
+    with pytest.raises(CommandError, match="A user named 'staff' already exists and was not created by demo_setup"):
+        call_command("demo_setup")
+    real.refresh_from_db()
+    assert real.check_password("their-own-password") and not real.is_staff
+    assert not ApiToken.objects.exists()

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps_registry.exceptions import CharmingError
 from apps_registry.services.demo import demo_setup
 
 
@@ -17,7 +18,10 @@ class Command(BaseCommand):
         parser.add_argument("--base-url", default=settings.CHARMING_PUBLIC_URL, help="Where the server listens.")
 
     def handle(self, *args: Any, base_url: str, **options: Any) -> None:
-        creds = demo_setup()
+        try:
+            creds = demo_setup()
+        except CharmingError as error:
+            raise CommandError(error.message) from None
         base = base_url.rstrip("/")
         self.stdout.write(
             "\n".join(
