@@ -74,8 +74,9 @@ class AppAdmin(admin.ModelAdmin):
     list_display = ("name", "owner", "route_count", "record_count", "open_advisory_count", "updated_at")
     search_fields = ("name", "description", "owner__username", "owner__email", "=id")
     list_filter = ("created_at",)
-    # The owner is fixed: it must match the owner membership and the storage's owner.
-    readonly_fields = ("id", "owner", "created_at", "updated_at")
+    # The owner is fixed (it must match the owner membership and the storage's owner); collections come
+    # from the definition, like routes.
+    readonly_fields = ("id", "owner", "collections", "created_at", "updated_at")
     inlines = (MembershipInline, RouteInline)
     actions = ("purge_selected",)
 

@@ -286,7 +286,7 @@ def test_staff_cannot_change_an_apps_owner_members_or_routes_behind_the_services
     app = populated.app
     client.force_login(staff)
     page = client.get(admin_url(type(app), "change", app.pk)).content.decode()
-    assert 'name="owner"' not in page  # shown, not editable
+    assert 'name="owner"' not in page and 'name="collections"' not in page  # shown, not editable
     assert 'name="routes-0-definition"' not in page and 'name="memberships-0-role"' not in page
     assert client.get(admin_url(type(app), "add")).status_code == 403
     route = app.routes.get()
