@@ -94,6 +94,8 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["apps_registry.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "EXCEPTION_HANDLER": "apps_registry.api.errors.exception_handler",
+    # DRF's JSONParser with the body bounded by DATA_UPLOAD_MAX_MEMORY_SIZE (413 beyond it).
+    "DEFAULT_PARSER_CLASSES": ["apps_registry.api.parsers.LimitedJSONParser"],
     "UNAUTHENTICATED_USER": None,
 }
 
@@ -127,6 +129,18 @@ CHARMING_ROUTES_MAX_RECORDS_WRITTEN = env.int("CHARMING_ROUTES_MAX_RECORDS_WRITT
 CHARMING_ROUTES_MAX_RECORD_BYTES = env.int("CHARMING_ROUTES_MAX_RECORD_BYTES", default=65536)
 # Records one app may hold across all its collections.
 CHARMING_ROUTES_MAX_RECORDS_PER_APP = env.int("CHARMING_ROUTES_MAX_RECORDS_PER_APP", default=100000)
+# Routes in one app definition.
+CHARMING_ROUTES_MAX_ROUTES = env.int("CHARMING_ROUTES_MAX_ROUTES", default=100)
+# Levels of JSON nesting in a route's input or output schema.
+CHARMING_ROUTES_MAX_SCHEMA_NESTING = env.int("CHARMING_ROUTES_MAX_SCHEMA_NESTING", default=64)
+# Bytes of the compact JSON of one call's params.
+CHARMING_ROUTES_MAX_PARAMS_BYTES = env.int("CHARMING_ROUTES_MAX_PARAMS_BYTES", default=262144)
+# Items (scalars, lists, maps, map keys) in a value a step binds with `as` or a route returns.
+CHARMING_ROUTES_MAX_VALUE_ITEMS = env.int("CHARMING_ROUTES_MAX_VALUE_ITEMS", default=10000)
+# Characters of text (strings, map keys) in such a value.
+CHARMING_ROUTES_MAX_VALUE_CHARS = env.int("CHARMING_ROUTES_MAX_VALUE_CHARS", default=1048576)
+# Estimated work of CEL comprehensions (map/filter/all/exists) in one call; see docs/authoring.md.
+CHARMING_ROUTES_MAX_COMPREHENSION_WORK = env.int("CHARMING_ROUTES_MAX_COMPREHENSION_WORK", default=20000000)
 
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from

@@ -170,6 +170,15 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
     routes: dict[str, RouteParts] = {}
     if not isinstance(raw_routes, dict) or not raw_routes:
         problems.append(Problem("routes", "required: an object mapping route names to routes, with at least one"))
+    elif len(raw_routes) > limits.routes_per_app:
+        problems.append(
+            Problem(
+                "routes",
+                f"the app has {len(raw_routes)} routes; the limit is {limits.routes_per_app}",
+                limit="routes_per_app",
+                max=limits.routes_per_app,
+            )
+        )
     else:
         for rname, raw in raw_routes.items():
             parts = check_route(rname, raw, limits, problems, prefix=f"routes.{rname}")
@@ -198,10 +207,21 @@ def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *,
     if not isinstance(description, str):
         problems.append(Problem(f"{prefix}.description", "must be a string"))
     input_schema = raw.get("input", DEFAULT_INPUT)
-    for message in schema_problems(input_schema):
-        problems.append(Problem(f"{prefix}.input", message))
+    if _schema_ok(input_schema, f"{prefix}.input", limits, problems):
+        found = schema_problems(input_schema)
+        for message in found:
+            problems.append(Problem(f"{prefix}.input", message))
+        declared = input_schema.get("type", "object")
+        if not found and declared != "object" and not (isinstance(declared, list) and "object" in declared):
+            problems.append(
+                Problem(
+                    f"{prefix}.input.type",
+                    f"params are always a JSON object, so 'input' must describe one: "
+                    f'"type": "object" (got {declared!r})',
+                )
+            )
     output_schema = raw.get("output")
-    if output_schema is not None:
+    if output_schema is not None and _schema_ok(output_schema, f"{prefix}.output", limits, problems):
         for message in schema_problems(output_schema):
             problems.append(Problem(f"{prefix}.output", message))
     has_steps, has_handler = "steps" in raw, "handler" in raw
@@ -240,6 +260,45 @@ def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *,
         output_schema=output_schema,
         body=body,
         steps=steps,
+    )
+
+
+def _schema_ok(schema: Any, path: str, limits: Limits, problems: list[Problem]) -> bool:
+    """A route's schema must be a JSON object (get_app's contract publishes it as one) nested no deeper
+    than the limit (checked without recursion, before the schema checker recurses into it)."""
+    if not isinstance(schema, dict):
+        problems.append(
+            Problem(path, f'must be a JSON Schema object, e.g. {{"type": "object"}}; got {json_type(schema)}')
+        )
+        return False
+    stack: list[tuple[Any, str, int]] = [(schema, path, 1)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > limits.schema_nesting:
+            problems.append(
+                Problem(
+                    where,
+                    f"the schema is nested more than {limits.schema_nesting} levels deep here; "
+                    f"the limit is {limits.schema_nesting}",
+                    limit="schema_nesting",
+                    max=limits.schema_nesting,
+                )
+            )
+            return False
+        if isinstance(value, dict):
+            stack.extend((v, f"{where}.{k}", depth + 1) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value))
+    return True
+
+
+def json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__
     )
 
 
@@ -324,7 +383,7 @@ def _parse_step(
     scope = set(CONTEXT_NAMES) | set(bound)
 
     def expression(source: Any, where: str) -> Expr | None:
-        program, found = check_source(source, limits)
+        program, found, scan = check_source(source, limits)
         for problem in found:
             problems.append(Problem(f"{path}.{where}", problem.message, problem.limit, problem.max))
         if program is None:
@@ -347,6 +406,9 @@ def _parse_step(
             where=f"steps[{index}].{where}",
             # Everything in scope the parser saw, comprehension variables that shadow a name included.
             names=tuple(sorted(set(program.variables()) & scope)),
+            comprehensions=scan.comprehensions if scan else 0,
+            plus=scan.plus if scan else 0,
+            literal_items=scan.commas if scan else 0,
         )
 
     body = raw[op]

@@ -15,6 +15,9 @@ import cel
 from apps_registry.exceptions import HandlerError
 from apps_registry.routes.limits import Limits
 
+# The context key holding the call's routes.sizes.Meter (never handed to CEL: only `names` are).
+METER = "\0meter"
+
 # Variables every expression may use, besides the names bound by earlier steps.
 CONTEXT_NAMES = ("params", "caller", "app", "now")
 # Identifiers the CEL parser reports as variables although they are type names or packages.
@@ -22,7 +25,6 @@ _BUILTIN_IDENTS = frozenset(
     {"string", "int", "uint", "double", "bool", "bytes", "list", "map", "null_type", "type", "dyn", "google"}
 )
 COMPREHENSION_MACROS = ("map", "filter", "all", "exists", "exists_one")
-_MACRO_BEFORE_PAREN = re.compile(r"\.\s*(" + "|".join(COMPREHENSION_MACROS) + r")\s*$")
 _MACRO_VARIABLE = re.compile(r"\.\s*(?:" + "|".join(COMPREHENSION_MACROS) + r")\s*\(\s*([A-Za-z_]\w*)\s*,")
 _SYNTAX_POSITION = re.compile(r"<input>:(\d+):(\d+):\s*(.*)", re.DOTALL)
 
@@ -34,28 +36,62 @@ class ExpressionProblem:
     max: int | None = None
 
 
-def _scan(source: str) -> tuple[int, int]:
-    """(deepest bracket nesting, deepest comprehension nesting) of `source`, ignoring string literals.
+@dataclass(frozen=True)
+class Scan:
+    """What the checker needs from an expression's text, read by a tokenizer for CEL's lexical
+    structure (string and bytes literals with their r/b prefixes, triple quotes and escapes, and
+    `//` line comments), so neither a string nor a comment can hide brackets or macro calls."""
 
-    A comprehension is a macro call `.map(`, `.filter(`, `.all(`, `.exists(`, `.exists_one(`;
-    its nesting is how many such calls are open at once.
-    """
+    nesting: int  # deepest bracket nesting: ( [ {
+    comprehensions: int  # deepest comprehension nesting: macro calls open inside each other
+    plus: int  # `+` operators (each may concatenate lists: a + a + a grows a value)
+    commas: int  # commas: a list literal has at most commas + 1 items
+    code: str  # the source with comments and string contents blanked out (same length)
+
+
+def _scan(source: str) -> Scan:
+    """Scan `source`. A comprehension is a macro call `.map(`, `.filter(`, `.all(`, `.exists(`,
+    `.exists_one(` (whitespace and comments may sit between its parts); its nesting is how many such
+    calls are open at once."""
     depth = max_depth = 0
     comprehension_depth = max_comprehension = 0
+    plus = commas = 0
     stack: list[bool] = []  # per open bracket: is it a comprehension's parenthesis?
+    code = list(source)
+    tokens: list[str] = ["", ""]  # the last two significant tokens
     i, n = 0, len(source)
     while i < n:
         ch = source[i]
-        if ch in "'\"":
-            triple = source[i : i + 3] == ch * 3
-            quote = ch * 3 if triple else ch
-            i += len(quote)
-            while i < n and source[i : i + len(quote)] != quote:
-                i += 2 if source[i] == "\\" else 1
-            i += len(quote)
+        if ch.isspace():
+            i += 1
+            continue
+        if source.startswith("//", i):
+            end = source.find("\n", i)
+            end = n if end < 0 else end
+            code[i:end] = " " * (end - i)
+            i = end
+            continue
+        quote_at = _string_start(source, i)
+        if quote_at is not None:
+            prefix = source[i:quote_at].lower()
+            quote = source[quote_at] * 3 if source.startswith(source[quote_at] * 3, quote_at) else source[quote_at]
+            j = quote_at + len(quote)
+            while j < n and not source.startswith(quote, j):
+                j += 2 if source[j] == "\\" and "r" not in prefix else 1
+            end = min(n, j + len(quote))
+            code[i:end] = " " * (end - i)
+            tokens = [tokens[1], "string"]
+            i = end
+            continue
+        if ch.isalpha() or ch == "_":
+            j = i + 1
+            while j < n and (source[j].isalnum() or source[j] == "_"):
+                j += 1
+            tokens = [tokens[1], source[i:j]]
+            i = j
             continue
         if ch in "([{":
-            is_macro = ch == "(" and bool(_MACRO_BEFORE_PAREN.search(source[max(0, i - 20) : i]))
+            is_macro = ch == "(" and tokens[0] == "." and tokens[1] in COMPREHENSION_MACROS
             stack.append(is_macro)
             depth += 1
             max_depth = max(max_depth, depth)
@@ -66,26 +102,48 @@ def _scan(source: str) -> tuple[int, int]:
             if stack.pop():
                 comprehension_depth -= 1
             depth -= 1
+        elif ch == "+":
+            plus += 1
+        elif ch == ",":
+            commas += 1
+        tokens = [tokens[1], ch]
         i += 1
-    return max_depth, max_comprehension
+    return Scan(nesting=max_depth, comprehensions=max_comprehension, plus=plus, commas=commas, code="".join(code))
 
 
-def check_source(source: Any, limits: Limits) -> tuple[Any, list[ExpressionProblem]]:
-    """Compile `source` if it passes the authoring limits. Returns (program or None, problems)."""
+def _string_start(source: str, i: int) -> int | None:
+    """Where the quote of a string or bytes literal starting at `i` is (after an r/b prefix), or None."""
+    j = i
+    if i > 0 and (source[i - 1].isalnum() or source[i - 1] == "_"):
+        return None  # inside an identifier or a number
+    while j < len(source) and j - i < 2 and source[j] in "rRbB":
+        j += 1
+    if j < len(source) and source[j] in "'\"":
+        return j
+    return None
+
+
+def check_source(source: Any, limits: Limits) -> tuple[Any, list[ExpressionProblem], Scan | None]:
+    """Compile `source` if it passes the authoring limits. Returns (program or None, problems, scan)."""
     if not isinstance(source, str):
-        return None, [ExpressionProblem(f"must be a CEL expression (a string), got {type(source).__name__}")]
+        return None, [ExpressionProblem(f"must be a CEL expression (a string), got {type(source).__name__}")], None
     if not source.strip():
-        return None, [ExpressionProblem("must be a CEL expression, got an empty string")]
+        return None, [ExpressionProblem("must be a CEL expression, got an empty string")], None
     if len(source) > limits.expression_length:
-        return None, [
-            ExpressionProblem(
-                f"expression is {len(source)} characters long; the limit is {limits.expression_length}",
-                limit="expression_length",
-                max=limits.expression_length,
-            )
-        ]
+        return (
+            None,
+            [
+                ExpressionProblem(
+                    f"expression is {len(source)} characters long; the limit is {limits.expression_length}",
+                    limit="expression_length",
+                    max=limits.expression_length,
+                )
+            ],
+            None,
+        )
     problems: list[ExpressionProblem] = []
-    nesting, comprehensions = _scan(source)
+    scan = _scan(source)
+    nesting, comprehensions = scan.nesting, scan.comprehensions
     if nesting > limits.expression_nesting:
         problems.append(
             ExpressionProblem(
@@ -104,12 +162,12 @@ def check_source(source: Any, limits: Limits) -> tuple[Any, list[ExpressionProbl
             )
         )
     if problems:
-        return None, problems
+        return None, problems, scan
     try:
         program = cel.compile(source)
     except ValueError as exc:
-        return None, [ExpressionProblem(syntax_error_message(str(exc)))]
-    return program, []
+        return None, [ExpressionProblem(syntax_error_message(str(exc)))], scan
+    return program, [], scan
 
 
 def syntax_error_message(raw: str) -> str:
@@ -126,7 +184,7 @@ def syntax_error_message(raw: str) -> str:
 
 def referenced_names(program: Any, source: str) -> set[str]:
     """Top-level names an expression reads (comprehension variables and type names excluded)."""
-    local = set(_MACRO_VARIABLE.findall(source))
+    local = set(_MACRO_VARIABLE.findall(_scan(source).code))
     return {name for name in program.variables() if name not in local and name not in _BUILTIN_IDENTS}
 
 
@@ -141,8 +199,22 @@ class Expr:
     # The context variables the expression reads: only these are handed to CEL, which converts
     # every variable it is given on each call.
     names: tuple[str, ...] = ()
+    # For the run-time estimate of comprehension work (see routes/sizes.py).
+    comprehensions: int = 0
+    plus: int = 0
+    literal_items: int = 0
 
     def evaluate(self, context: dict[str, Any]) -> Any:
+        if self.comprehensions or self.plus:
+            meter = context.get(METER)
+            if meter is not None:
+                meter.charge(
+                    names=self.names,
+                    comprehensions=self.comprehensions,
+                    literal_items=self.literal_items,
+                    plus=self.plus,
+                    where=self.where,
+                )
         try:
             return self.program.execute({name: context[name] for name in self.names if name in context})
         except Exception as exc:  # CEL raises KeyError/TypeError/ZeroDivisionError/RuntimeError/...
@@ -167,6 +239,15 @@ def _reason(exc: Exception) -> str:
     return f"an error: {_clip(str(exc), 300)}"
 
 
+def _bad_key(key: Any) -> str:
+    kind = "bool" if isinstance(key, bool) else "int" if isinstance(key, int) else type(key).__name__
+    shown = str(key).lower() if isinstance(key, bool) else _clip(repr(key), 40)
+    raise HandlerError(
+        f"a map has the {kind} key {shown}, but JSON keys are strings (and {{1: 'a', true: 'b'}} "
+        "would collide); use string keys such as {'1': 'a'}"
+    )
+
+
 def _clip(text: str, size: int) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
 
@@ -182,7 +263,7 @@ def to_json(value: Any) -> Any:
             )
         return value
     if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
+        return {(k if isinstance(k, str) else _bad_key(k)): to_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [to_json(v) for v in value]
     if isinstance(value, (datetime, date)):

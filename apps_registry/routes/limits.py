@@ -19,6 +19,12 @@ class Limits:
     records_written_per_call: int = 100
     record_bytes: int = 64 * 1024
     records_per_app: int = 100_000
+    routes_per_app: int = 100
+    schema_nesting: int = 64
+    params_bytes: int = 256 * 1024
+    value_items: int = 10_000
+    value_chars: int = 1024 * 1024
+    comprehension_work: int = 20_000_000
 
 
 # Setting name -> Limits field.
@@ -31,6 +37,12 @@ _SETTINGS = {
     "CHARMING_ROUTES_MAX_RECORDS_WRITTEN": "records_written_per_call",
     "CHARMING_ROUTES_MAX_RECORD_BYTES": "record_bytes",
     "CHARMING_ROUTES_MAX_RECORDS_PER_APP": "records_per_app",
+    "CHARMING_ROUTES_MAX_ROUTES": "routes_per_app",
+    "CHARMING_ROUTES_MAX_SCHEMA_NESTING": "schema_nesting",
+    "CHARMING_ROUTES_MAX_PARAMS_BYTES": "params_bytes",
+    "CHARMING_ROUTES_MAX_VALUE_ITEMS": "value_items",
+    "CHARMING_ROUTES_MAX_VALUE_CHARS": "value_chars",
+    "CHARMING_ROUTES_MAX_COMPREHENSION_WORK": "comprehension_work",
 }
 
 

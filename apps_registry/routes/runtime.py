@@ -3,6 +3,7 @@ validation. Every failure is one of apps_registry.exceptions; a failed mutation 
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -13,10 +14,13 @@ from django.utils import timezone
 
 from apps_registry.exceptions import HandlerError, InvalidInput, InvalidOutput, OperationFailed
 from apps_registry.routes.compiler import CompiledRoute, Step
-from apps_registry.routes.expressions import to_json
+from apps_registry.routes.expressions import METER, to_json
 from apps_registry.routes.limits import Limits, limit_details
 from apps_registry.routes.schemas import coerce_numbers
+from apps_registry.routes.sizes import Meter, Size
 from apps_registry.routes.storage import RecordStore
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def run_route(
@@ -34,13 +38,15 @@ def run_route(
             f"params of route '{route.name}' must be a JSON object, got {type(params).__name__}.",
             errors=[{"path": "$", "message": f"{type(params).__name__} is not of type 'object'"}],
         )
+    params_size = _check_params(route, params, limits)
     params = coerce_numbers(params, route.input_numbers)
     errors = route.input_validator.errors(params)
     if errors:
         raise InvalidInput(
             f"params do not match the input schema of route '{route.name}': {_summary(errors)}", errors=errors
         )
-    context = {"params": params, "caller": caller, "app": {"id": app_id}, "now": timezone.now()}
+    meter = Meter(limits=limits, route=route.name, sizes={"params": params_size})
+    context = {"params": params, "caller": caller, "app": {"id": app_id}, "now": timezone.now(), METER: meter}
     store = RecordStore(
         storage_id=storage_id,
         max_read=limits.records_read_per_call,
@@ -58,6 +64,62 @@ def run_route(
         raise OperationFailed(
             f"Route '{route.name}': the database refused a value ({reason}).", details={"route": route.name}
         ) from None
+
+
+def _check_params(route: CompiledRoute, params: dict[str, Any], limits: Limits) -> Size:
+    """Refuse params over the size limit, too deeply nested, or holding numbers CEL cannot represent
+    (integers outside int64, non-finite doubles). Returns their size."""
+    try:
+        size = len(json.dumps(params, separators=(",", ":"), ensure_ascii=False).encode())
+    except (RecursionError, ValueError):  # nested beyond Python's limits, or an integer of > 4300 digits
+        raise InvalidInput(
+            f"params of route '{route.name}' are nested too deeply or hold a number too long to read.",
+            errors=[{"path": "$", "message": "nested too deeply or holds an over-long number"}],
+        ) from None
+    if size > limits.params_bytes:
+        raise OperationFailed(
+            f"params of route '{route.name}' are {size} bytes of JSON; the limit is {limits.params_bytes}. "
+            "Send less data per call.",
+            details=limit_details("params_bytes", limits.params_bytes, route=route.name, size=size),
+        )
+    errors: list[dict[str, str]] = []
+    longest = items = chars = 0
+    stack: list[tuple[Any, str]] = [(params, "$")]
+    while stack:
+        value, path = stack.pop()
+        items += 1
+        if isinstance(value, str):
+            chars += len(value)
+        elif isinstance(value, dict):
+            longest = max(longest, len(value))
+            items += len(value)
+            chars += sum(len(k) for k in value)
+            stack.extend((v, f"{path}.{k}") for k, v in value.items())
+        elif isinstance(value, list):
+            longest = max(longest, len(value))
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
+        elif isinstance(value, bool):
+            continue
+        elif isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+            shown = str(value)
+            shown = shown if len(shown) <= 40 else shown[:12] + "…" + shown[-6:]
+            errors.append(
+                {
+                    "path": path,
+                    "message": f"the integer {shown} is outside the 64-bit range of CEL's int "
+                    f"({INT64_MIN} to {INT64_MAX}); send it as a string, or as a decimal number (1e30) "
+                    "if approximate is fine",
+                }
+            )
+        elif isinstance(value, float) and not math.isfinite(value):
+            errors.append({"path": path, "message": f"{value} is not a finite number (is it beyond ±1.8e308?)"})
+    if errors:
+        errors.sort(key=lambda e: e["path"])
+        raise InvalidInput(
+            f"params of route '{route.name}' hold numbers the engine cannot represent: {_summary(errors)}",
+            errors=errors[:50],
+        )
+    return Size(items=items, chars=chars, longest=longest)
 
 
 def _mutate(route: CompiledRoute, context: dict[str, Any], store: RecordStore, limits: Limits) -> Any:
@@ -118,12 +180,15 @@ def _run_steps(route: CompiledRoute, context: dict[str, Any], store: RecordStore
     for step in route.steps:
         op = step.op
         if op == "return":
-            return to_json(step.exprs["value"].evaluate(context))
+            value = _json(route, step, "return", step.exprs["value"].evaluate(context))
+            context[METER].bind("return", value, step.label)
+            return value
         if op == "fail":
             _fail(route, step, context)
             continue
         result = _STEPS[op](route, step, context, store)
         if step.as_name:
+            context[METER].bind(step.as_name, result, step.label)
             context[step.as_name] = result
     return None
 
@@ -136,9 +201,9 @@ def _fail(route: CompiledRoute, step: Step, context: dict[str, Any]) -> None:
             raise _wrong(route, step, "fail.when", "a bool", condition)
         if not condition:
             return
-    message = to_json(step.exprs["message"].evaluate(context))
+    message = _json(route, step, "fail.message", step.exprs["message"].evaluate(context))
     details_expr = step.exprs.get("details")
-    details = to_json(details_expr.evaluate(context)) if details_expr is not None else None
+    details = _json(route, step, "fail.details", details_expr.evaluate(context)) if details_expr is not None else None
     if details is not None and not isinstance(details, dict):
         raise _wrong(route, step, "fail.details", "a map", details)
     raise HandlerError(message if isinstance(message, str) else str(message), details=details)
@@ -172,7 +237,7 @@ def _record_id(route: CompiledRoute, step: Step, context: dict[str, Any], key: s
 
 
 def _record_value(route: CompiledRoute, step: Step, context: dict[str, Any]) -> dict[str, Any]:
-    value = to_json(step.exprs["value"].evaluate(context))
+    value = _json(route, step, f"{step.op}.value", step.exprs["value"].evaluate(context))
     if not isinstance(value, dict):
         raise _wrong(route, step, f"{step.op}.value", "a map", value)
     return value
@@ -181,13 +246,51 @@ def _record_value(route: CompiledRoute, step: Step, context: dict[str, Any]) -> 
 def _where(route: CompiledRoute, step: Step, context: dict[str, Any]) -> list[tuple[tuple[str, ...], str, Any]]:
     where = []
     for condition in step.where:
-        value = to_json(condition.expr.evaluate(context))
+        at = condition.expr.where.split(".", 1)[1]
+        value = _json(route, step, at, condition.expr.evaluate(context))
+        values = value if condition.op == "in" else [value]
         if condition.op == "in" and not isinstance(value, list):
-            raise _wrong(route, step, condition.expr.where.split(".", 1)[1], "a list", value)
-        if condition.path == ("id",) and condition.op != "in" and isinstance(value, int):
-            value = str(value)
+            raise _wrong(route, step, at, "a list", value)
+        if condition.path == ("id",):
+            if any(not _is_id(v) for v in values):
+                expected = "a list of strings or ints (record ids)" if condition.op == "in" else "a string or an int"
+                raise _wrong(route, step, at, expected, value if condition.op != "in" else _first_bad(values, _is_id))
+            value = [str(v) for v in value] if condition.op == "in" else str(value)
+        elif condition.op in ("gt", "gte", "lt", "lte"):
+            if not _is_orderable(value):
+                raise _wrong(route, step, at, f"a number or a string to compare with {condition.op}", value)
+        elif any(not _is_scalar(v) for v in values):
+            expected = "a list of strings, numbers or bools" if condition.op == "in" else "a string, number, bool, null"
+            raise _wrong(route, step, at, expected, value if condition.op != "in" else _first_bad(values, _is_scalar))
         where.append((condition.path, condition.op, value))
     return where
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _is_orderable(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _first_bad(values: list[Any], ok: Any) -> Any:
+    return next(v for v in values if not ok(v))
+
+
+def _json(route: CompiledRoute, step: Step, where: str, value: Any) -> Any:
+    """`to_json`, with a value JSON cannot hold reported at the route and step that made it."""
+    try:
+        return to_json(value)
+    except HandlerError as exc:
+        raise HandlerError(
+            f"Route '{route.name}' failed at steps[{step.index}].{where}: {exc.message}",
+            details={"route": route.name, "step": f"steps[{step.index}].{where}"},
+        ) from None
 
 
 def _get(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
@@ -197,7 +300,7 @@ def _get(route: CompiledRoute, step: Step, context: dict[str, Any], store: Recor
         return record
     default = step.exprs.get("default")
     if default is not None:
-        return to_json(default.evaluate(context))
+        return _json(route, step, "get.default", default.evaluate(context))
     record_id = _record_id(route, step, context)
     raise OperationFailed(
         f"Route '{route.name}' {step.label}: no record with id '{record_id}' in collection '{step.collection}'.",

@@ -7,12 +7,13 @@ on SQLite); `increment` is one UPDATE computed in SQL, never a read-modify-write
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from decimal import Decimal
 from typing import Any
 
 from django.db import DataError, IntegrityError, connection, transaction
-from django.db.models import Expression, F, FloatField, JSONField, Q, QuerySet, Sum, TextField, Value
+from django.db.models import F, FloatField, QuerySet, Sum, Value
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
@@ -22,47 +23,6 @@ from apps_registry.models import Record
 from apps_registry.routes.limits import limit_details
 
 _LOOKUPS = {"eq": "exact", "ne": "exact", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte", "in": "in"}
-
-
-class _JSONIncrement(Expression):
-    """`data` with one top-level number field increased by `by`, computed by the database."""
-
-    output_field = JSONField()
-
-    def __init__(self, key: str, by: int | float) -> None:
-        super().__init__()
-        self.key = key
-        self.by = by
-
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
-        column = compiler.quote_name_unless_alias("data")
-        if connection.vendor == "postgresql":
-            # numeric keeps the scale: 10.0 + 2 stays 12.0 (a double for CEL), 10 + 2 stays 12 (an int).
-            by = Decimal(repr(self.by)) if isinstance(self.by, float) else self.by
-            total = f"COALESCE(({column} ->> %s)::numeric, 0) + %s::numeric"
-            sql = f"jsonb_set({column}, %s::text[], to_jsonb({total}), true)"
-            return sql, [[self.key], self.key, by]
-        path = "$." + json.dumps(self.key)
-        return f"json_set({column}, %s, COALESCE(json_extract({column}, %s), 0) + %s)", [path, path, self.by]
-
-
-class _JSONType(Expression):
-    """The JSON type name of a top-level field (NULL when absent)."""
-
-    output_field = TextField()
-
-    def __init__(self, key: str) -> None:
-        super().__init__()
-        self.key = key
-
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
-        column = compiler.quote_name_unless_alias("data")
-        if connection.vendor == "postgresql":
-            return f"jsonb_typeof({column} -> %s)", [self.key]
-        return f"json_type({column}, %s)", ["$." + json.dumps(self.key)]
-
-
-_NUMERIC_TYPES = ("number", "integer", "real", "null")
 
 
 def _key(path: tuple[str, ...]) -> Any:
@@ -261,29 +221,29 @@ class RecordStore:
         return _document(record_id, record.data)
 
     def increment(self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool) -> Any:
-        """Add `by` to a top-level number field (absent or null counts as 0) in one UPDATE, returning
-        the new record when `reread` (UPDATE ... RETURNING where the database has it)."""
+        """Add `by` to a top-level number field (absent or null counts as 0) in one UPDATE ... RETURNING
+        (PostgreSQL; SQLite >= 3.35, which every supported Python bundles), returning the new record
+        when `reread`. A result outside the 64-bit integer range (for an int) or not a finite double
+        fails the call, which rolls the UPDATE back: CEL and JSON readers could not load it."""
         self._count_write()
-        if connection.features.can_return_columns_from_insert:  # PostgreSQL, SQLite >= 3.35: RETURNING
-            data = self._increment_returning(collection, record_id, key, by, reread=reread)
-            updated = data is not None
-        else:
-            rows = (
-                self._records(collection)
-                .filter(record_id=record_id)
-                .alias(field_type=_JSONType(key))
-                .filter(Q(field_type__isnull=True) | Q(field_type__in=_NUMERIC_TYPES))
-                .update(data=_JSONIncrement(key, by), version=F("version") + 1, updated_at=timezone.now())
-            )
-            updated = rows > 0
-            data = None
-            if updated and reread:
-                data = self._records(collection).filter(record_id=record_id).values_list("data", flat=True).first()
-        if not updated:
+        if not connection.features.can_return_columns_from_insert:
+            raise OperationFailed("increment needs PostgreSQL or SQLite 3.35 or later (UPDATE ... RETURNING).")
+        try:
+            row = self._increment_returning(collection, record_id, key, by, reread=reread)
+        except IntegrityError:  # SQLite: an infinite sum is not valid JSON (the column's CHECK refuses it)
+            row = (None, math.inf)
+        if row is None:
             if not self._records(collection).filter(record_id=record_id).exists():
                 raise _missing(collection, record_id, "increment")
             raise OperationFailed(
                 f"Cannot increment {collection}/{record_id}.{key}: it holds a value that is not a number.",
+                details={"collection": collection, "id": record_id, "field": key},
+            )
+        data, total = row
+        if _out_of_range(total, by):
+            raise OperationFailed(
+                f"Cannot increment {collection}/{record_id}.{key} by {by!r}: the result is outside the range "
+                "of a 64-bit integer (for ints) or of a finite double; nothing was changed.",
                 details={"collection": collection, "id": record_id, "field": key},
             )
         if not reread:
@@ -293,24 +253,27 @@ class RecordStore:
 
     def _increment_returning(
         self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool
-    ) -> dict[str, Any] | bool | None:
-        """One UPDATE ... RETURNING; the new data (or True when not `reread`), None when no row matched."""
+    ) -> tuple[dict[str, Any] | None, Any] | None:
+        """One UPDATE ... RETURNING: (the new data when `reread`, the new field value); None when no row matched."""
         opts = Record._meta
         quote = connection.ops.quote_name
         if connection.vendor == "postgresql":
+            # numeric keeps the scale: 10.0 + 2 stays 12.0 (a double for CEL), 10 + 2 stays 12 (an int).
             new_value = "jsonb_set(data, %s::text[], to_jsonb(COALESCE((data ->> %s)::numeric, 0) + %s::numeric), true)"
             value_params: list[Any] = [[key], key, Decimal(repr(by)) if isinstance(by, float) else by]
             field_type, type_params = "jsonb_typeof(data -> %s)", [key]
+            new_field, field_params = "(data ->> %s)", [key]
         else:
             path = "$." + json.dumps(key)
             new_value = "json_set(data, %s, COALESCE(json_extract(data, %s), 0) + %s)"
             value_params = [path, path, by]
             field_type, type_params = "json_type(data, %s)", [path]
+            new_field, field_params = "json_extract(data, %s)", [path]
         sql = (
             f"UPDATE {quote(opts.db_table)} SET data = {new_value}, version = version + 1, updated_at = %s "
             f"WHERE storage_id = %s AND collection = %s AND record_id = %s "
             f"AND ({field_type} IS NULL OR {field_type} IN ('number', 'integer', 'real', 'null')) "
-            f"RETURNING {'data' if reread else '1'}"
+            f"RETURNING {'data' if reread else 'NULL'}, {new_field}"
         )
         params = [
             *value_params,
@@ -320,18 +283,43 @@ class RecordStore:
             record_id,
             *type_params,
             *type_params,
+            *field_params,
         ]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
         if row is None:
             return None
-        if not reread:
-            return True
-        return _json(row[0])
+        return (_json(row[0]) if reread else None), row[1]
 
     def app_record_count(self) -> int:
         return Record.objects.filter(storage_id=self.storage_id).count()
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _out_of_range(total: Any, by: int | float) -> bool:
+    """Whether an increment's result (as the database returned it: a number, or numeric text on
+    PostgreSQL) cannot be read back as a CEL int (64-bit) or a finite double."""
+    if isinstance(total, str):
+        try:
+            number = Decimal(total)
+        except ArithmeticError:
+            return True
+        if not number.is_finite():
+            return True
+        if number == number.to_integral_value() and "." not in total and "e" not in total.lower():
+            return not INT64_MIN <= int(number) <= INT64_MAX
+        return not math.isfinite(float(number))
+    if isinstance(total, bool) or total is None:
+        return False
+    if isinstance(total, int):
+        return not INT64_MIN <= total <= INT64_MAX
+    if isinstance(total, float):
+        # SQLite turns an overflowing integer sum into a double: refuse that too.
+        return not math.isfinite(total) or (isinstance(by, int) and abs(total) >= 2**63)
+    return False
 
 
 def _missing(collection: str, record_id: str, action: str) -> OperationFailed:

@@ -40,7 +40,7 @@ def route_run(
         _check_role(app, role, kind)
         names = list(Route.objects.filter(app=app).order_by("name").values_list("name", "kind"))
         listing = ", ".join(f"{name} ({route_kind})" for name, route_kind in names) or "none"
-        raise UnknownOp(f"App '{app.name}' has no route '{op}'. Its routes: {listing}. Use get_app to see them.")
+        raise UnknownOp(f"App '{app.name}' has no route '{_clip(op)}'. Its routes: {listing}. Use get_app to see them.")
     app, role = found.app, found.role
     _check_role(app, role, kind)
     if found.kind != kind:
@@ -126,8 +126,14 @@ def _storage_uuid(value: Any, app: App) -> uuid.UUID:
 def _route_or_unknown(route_id: int, op: str) -> Route:
     route = Route.objects.filter(pk=route_id).first()
     if route is None:  # removed by a save since this call looked it up
-        raise UnknownOp(f"Route '{op}' was just removed from this app. Use get_app to see its routes.")
+        raise UnknownOp(f"Route '{_clip(op)}' was just removed from this app. Use get_app to see its routes.")
     return route
+
+
+def _clip(op: Any) -> str:
+    """An op name as quoted in a message: a caller's 100 KB string is not echoed back."""
+    text = str(op)
+    return text if len(text) <= 100 else text[:100] + "…"
 
 
 def _check_role(app: App, role: str, kind: str) -> None:

@@ -1,0 +1,122 @@
+"""Run-time size bounds: how big a value bound by a step (or returned) may be, and a per-call budget
+for the work of CEL comprehensions, estimated before each evaluation from the sizes of its inputs.
+
+CEL has no cost limit and its evaluator holds the GIL, so the engine bounds what an expression can
+be handed instead: every value a step binds is measured (items, characters, longest list or map),
+and an expression using comprehensions is refused before it runs when
+`(largest list or map it reads, or its literal items) * (1 + its '+' operators)` raised to
+`(comprehension nesting + 1)` would take the call past its budget. `map` and `filter` rebuild their
+result on each iteration, so one comprehension over n items costs about n**2 and two nested about
+n**3: the estimate follows that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps_registry.exceptions import OperationFailed
+from apps_registry.routes.limits import Limits, limit_details
+
+
+@dataclass(frozen=True)
+class Size:
+    items: int  # every scalar, list and map counts 1, and each map key 1
+    chars: int  # characters of its strings and bytes, map keys included
+    longest: int  # the longest list or map anywhere in it (0 if none)
+
+
+def measure(value: Any, *, max_items: int, max_chars: int) -> Size | None:
+    """The size of `value`, or None as soon as it exceeds `max_items` or `max_chars` (the walk stops
+    there, so measuring a huge value costs no more than measuring one at the limit)."""
+    items = chars = longest = 0
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        items += 1
+        if isinstance(current, (str, bytes)):
+            chars += len(current)
+        elif isinstance(current, dict):
+            longest = max(longest, len(current))
+            items += len(current)
+            for key in current:
+                if isinstance(key, (str, bytes)):
+                    chars += len(key)
+            stack.extend(current.values())
+        elif isinstance(current, (list, tuple)):
+            longest = max(longest, len(current))
+            stack.extend(current)
+        if items > max_items or chars > max_chars:
+            return None
+    return Size(items=items, chars=chars, longest=longest)
+
+
+# Units of the estimate: 20,000,000 (the default budget) is about a second of CEL on a 2026 server core.
+ITEM_WEIGHT = 50  # an item costs CEL about as much to copy as 50 characters of text
+CONCAT_DIVISOR = 100
+
+
+@dataclass
+class Meter:
+    """One call's sizes of bound names and its remaining budget of estimated CEL work."""
+
+    limits: Limits
+    route: str
+    sizes: dict[str, Size] = field(default_factory=dict)  # name -> size of its value
+    work: int = 0
+
+    def bind(self, name: str, value: Any, where: str) -> None:
+        """Record the size of a value a step binds (or returns), failing the call when it is too big."""
+        size = measure(value, max_items=self.limits.value_items, max_chars=self.limits.value_chars)
+        if size is None:
+            raise self.too_big(value, where)
+        self.sizes[name] = size
+
+    def too_big(self, value: Any, where: str) -> OperationFailed:
+        over_items = measure(value, max_items=self.limits.value_items, max_chars=10**18) is None
+        if over_items:
+            what, limit, cap = "items", "value_items", self.limits.value_items
+        else:
+            what, limit, cap = "characters of text", "value_chars", self.limits.value_chars
+        return OperationFailed(
+            f"Route '{self.route}' {where}: the value holds more than {cap} {what}; the limit is {cap}. "
+            "Read fewer records (a tighter 'where' or a 'limit'), or build smaller values.",
+            details=limit_details(limit, cap, route=self.route, step=where),
+        )
+
+    def estimate(
+        self, *, names: tuple[str, ...], comprehensions: int, literal_items: int, plus: int
+    ) -> tuple[int, int]:
+        """(estimated work, the span a comprehension may iterate over) of an expression reading `names`."""
+        empty = Size(0, 0, 0)
+        sizes = [self.sizes.get(name, empty) for name in names]
+        items = sum(size.items for size in sizes) + literal_items
+        chars = sum(size.chars for size in sizes)
+        work = span = 0
+        if plus:  # a chain of n `+` copies its growing result n times
+            work += (ITEM_WEIGHT * items + chars) * (plus + 1) ** 2 // CONCAT_DIVISOR
+        if comprehensions:  # map/filter rebuild their result on each iteration
+            span = max(literal_items, 1, *(size.longest for size in sizes)) * (plus + 1)
+            work += span**comprehensions * max(items, span)
+        return work, span
+
+    def charge(self, *, names: tuple[str, ...], comprehensions: int, literal_items: int, plus: int, where: str) -> None:
+        """Account for an expression with comprehensions or `+` before it runs; fail the call when its
+        estimated work would take the call past its budget."""
+        estimate, span = self.estimate(
+            names=names, comprehensions=comprehensions, literal_items=literal_items, plus=plus
+        )
+        cap = self.limits.comprehension_work
+        if self.work + estimate > cap:
+            shape = (
+                f"its comprehensions could iterate over {span} items (nested {comprehensions} deep)"
+                if comprehensions
+                else f"it concatenates {plus + 1} operands"
+            )
+            raise OperationFailed(
+                f"Route '{self.route}' {where}: {shape}, an estimated work of {estimate} with {self.work} "
+                f"already spent by this call; the limit is {cap}. Work on fewer items (filter records with "
+                "'where' and 'limit'), avoid nesting map/filter, or build large values with fewer '+'.",
+                details=limit_details("comprehension_work", cap, route=self.route, step=where, estimate=estimate),
+            )
+        self.work += estimate
