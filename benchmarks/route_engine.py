@@ -62,11 +62,30 @@ def worker(calls: int) -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection, transaction
+    from django.db.models import Expression, JSONField
     from django.utils import timezone
 
     from apps_registry.models import Record
     from apps_registry.routes import expressions, schemas
-    from apps_registry.routes.storage import _JSONIncrement
+
+    class _JSONIncrement(Expression):
+        """The ORM baseline's increment: `data` with one number field increased, computed in SQL (the
+        expression the engine used before its UPDATE ... RETURNING)."""
+
+        output_field = JSONField()
+
+        def __init__(self, key: str, by: float) -> None:
+            super().__init__()
+            self.key, self.by = key, by
+
+        def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+            column = compiler.quote_name_unless_alias("data")
+            if connection.vendor == "postgresql":
+                total = f"COALESCE(({column} ->> %s)::numeric, 0) + %s::numeric"
+                return f"jsonb_set({column}, %s::text[], to_jsonb({total}), true)", [[self.key], self.key, self.by]
+            path = "$." + json.dumps(self.key)
+            return f"json_set({column}, %s, COALESCE(json_extract({column}, %s), 0) + %s)", [path, path, self.by]
+
     from apps_registry.services.definitions import app_definition_save
     from apps_registry.services.routes import route_run
 

@@ -139,8 +139,8 @@ CHARMING_ROUTES_MAX_PARAMS_BYTES = env.int("CHARMING_ROUTES_MAX_PARAMS_BYTES", d
 CHARMING_ROUTES_MAX_VALUE_ITEMS = env.int("CHARMING_ROUTES_MAX_VALUE_ITEMS", default=10000)
 # Characters of text (strings, map keys) in such a value.
 CHARMING_ROUTES_MAX_VALUE_CHARS = env.int("CHARMING_ROUTES_MAX_VALUE_CHARS", default=1048576)
-# Estimated work of CEL comprehensions (map/filter/all/exists) in one call; see docs/authoring.md.
-CHARMING_ROUTES_MAX_COMPREHENSION_WORK = env.int("CHARMING_ROUTES_MAX_COMPREHENSION_WORK", default=20000000)
+# Estimated CEL work in one route call (about 1 s of CPU at the default); see docs/authoring.md, Limits.
+CHARMING_ROUTES_MAX_CEL_WORK = env.int("CHARMING_ROUTES_MAX_CEL_WORK", default=20000000)
 
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from

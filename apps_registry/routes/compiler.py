@@ -409,6 +409,7 @@ def _parse_step(
             comprehensions=scan.comprehensions if scan else 0,
             plus=scan.plus if scan else 0,
             literal_items=scan.commas if scan else 0,
+            refs=scan.refs if scan else 0,
         )
 
     body = raw[op]

@@ -46,6 +46,7 @@ class Scan:
     comprehensions: int  # deepest comprehension nesting: macro calls open inside each other
     plus: int  # `+` operators (each may concatenate lists: a + a + a grows a value)
     commas: int  # commas: a list literal has at most commas + 1 items
+    refs: int  # identifiers not after a '.': variable (and function) references
     code: str  # the source with comments and string contents blanked out (same length)
 
 
@@ -55,7 +56,7 @@ def _scan(source: str) -> Scan:
     calls are open at once."""
     depth = max_depth = 0
     comprehension_depth = max_comprehension = 0
-    plus = commas = 0
+    plus = commas = refs = 0
     stack: list[bool] = []  # per open bracket: is it a comprehension's parenthesis?
     code = list(source)
     tokens: list[str] = ["", ""]  # the last two significant tokens
@@ -87,6 +88,8 @@ def _scan(source: str) -> Scan:
             j = i + 1
             while j < n and (source[j].isalnum() or source[j] == "_"):
                 j += 1
+            if tokens[1] != ".":
+                refs += 1
             tokens = [tokens[1], source[i:j]]
             i = j
             continue
@@ -108,7 +111,14 @@ def _scan(source: str) -> Scan:
             commas += 1
         tokens = [tokens[1], ch]
         i += 1
-    return Scan(nesting=max_depth, comprehensions=max_comprehension, plus=plus, commas=commas, code="".join(code))
+    return Scan(
+        nesting=max_depth,
+        comprehensions=max_comprehension,
+        plus=plus,
+        commas=commas,
+        refs=refs,
+        code="".join(code),
+    )
 
 
 def _string_start(source: str, i: int) -> int | None:
@@ -203,18 +213,12 @@ class Expr:
     comprehensions: int = 0
     plus: int = 0
     literal_items: int = 0
+    refs: int = 0
 
     def evaluate(self, context: dict[str, Any]) -> Any:
-        if self.comprehensions or self.plus:
-            meter = context.get(METER)
-            if meter is not None:
-                meter.charge(
-                    names=self.names,
-                    comprehensions=self.comprehensions,
-                    literal_items=self.literal_items,
-                    plus=self.plus,
-                    where=self.where,
-                )
+        meter = context.get(METER)
+        if meter is not None:
+            meter.charge(self)
         try:
             return self.program.execute({name: context[name] for name in self.names if name in context})
         except Exception as exc:  # CEL raises KeyError/TypeError/ZeroDivisionError/RuntimeError/...

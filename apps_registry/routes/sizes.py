@@ -13,10 +13,13 @@ n**3: the estimate follows that.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apps_registry.exceptions import OperationFailed
 from apps_registry.routes.limits import Limits, limit_details
+
+if TYPE_CHECKING:
+    from apps_registry.routes.expressions import Expr
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,8 @@ def measure(value: Any, *, max_items: int, max_chars: int) -> Size | None:
 
 # Units of the estimate: 20,000,000 (the default budget) is about a second of CEL on a 2026 server core.
 ITEM_WEIGHT = 50  # an item costs CEL about as much to copy as 50 characters of text
-CONCAT_DIVISOR = 100
+CONVERT_WEIGHT = 32  # handing one item to CEL
+DIVISOR = 100
 
 
 @dataclass
@@ -84,39 +88,40 @@ class Meter:
             details=limit_details(limit, cap, route=self.route, step=where),
         )
 
-    def estimate(
-        self, *, names: tuple[str, ...], comprehensions: int, literal_items: int, plus: int
-    ) -> tuple[int, int]:
-        """(estimated work, the span a comprehension may iterate over) of an expression reading `names`."""
+    def estimate(self, expr: Expr) -> tuple[int, int]:
+        """(estimated work, the span a comprehension may iterate over) of evaluating `expr` now."""
         empty = Size(0, 0, 0)
-        sizes = [self.sizes.get(name, empty) for name in names]
-        items = sum(size.items for size in sizes) + literal_items
+        sizes = [self.sizes.get(name, empty) for name in expr.names]
+        read = sum(size.items for size in sizes)
+        items = read + expr.literal_items
         chars = sum(size.chars for size in sizes)
-        work = span = 0
-        if plus:  # a chain of n `+` copies its growing result n times
-            work += (ITEM_WEIGHT * items + chars) * (plus + 1) ** 2 // CONCAT_DIVISOR
-        if comprehensions:  # map/filter rebuild their result on each iteration
-            span = max(literal_items, 1, *(size.longest for size in sizes)) * (plus + 1)
-            work += span**comprehensions * max(items, span)
+        weight = ITEM_WEIGHT * items + chars
+        # Handing the values to CEL, then one pass over them per reference.
+        work = CONVERT_WEIGHT * read + weight * max(expr.refs, 1) // DIVISOR
+        if expr.plus:  # a chain of n `+` copies its growing result n times
+            work += weight * (expr.plus + 1) ** 2 // DIVISOR
+        span = 0
+        if expr.comprehensions:  # map/filter rebuild their result on each iteration
+            span = max(expr.literal_items, 1, *(size.longest for size in sizes)) * (expr.plus + 1)
+            work += span**expr.comprehensions * max(items, span)
         return work, span
 
-    def charge(self, *, names: tuple[str, ...], comprehensions: int, literal_items: int, plus: int, where: str) -> None:
-        """Account for an expression with comprehensions or `+` before it runs; fail the call when its
-        estimated work would take the call past its budget."""
-        estimate, span = self.estimate(
-            names=names, comprehensions=comprehensions, literal_items=literal_items, plus=plus
-        )
-        cap = self.limits.comprehension_work
+    def charge(self, expr: Expr) -> None:
+        """Account for an expression before it runs; fail the call when its estimated work would take
+        the call past its budget."""
+        estimate, span = self.estimate(expr)
+        cap = self.limits.cel_work
         if self.work + estimate > cap:
-            shape = (
-                f"its comprehensions could iterate over {span} items (nested {comprehensions} deep)"
-                if comprehensions
-                else f"it concatenates {plus + 1} operands"
-            )
+            if expr.comprehensions:
+                shape = f"its comprehensions could iterate over {span} items (nested {expr.comprehensions} deep)"
+            elif expr.plus:
+                shape = f"it concatenates {expr.plus + 1} operands"
+            else:
+                shape = "it reads large values"
             raise OperationFailed(
-                f"Route '{self.route}' {where}: {shape}, an estimated work of {estimate} with {self.work} "
+                f"Route '{self.route}' {expr.where}: {shape}, an estimated work of {estimate} with {self.work} "
                 f"already spent by this call; the limit is {cap}. Work on fewer items (filter records with "
                 "'where' and 'limit'), avoid nesting map/filter, or build large values with fewer '+'.",
-                details=limit_details("comprehension_work", cap, route=self.route, step=where, estimate=estimate),
+                details=limit_details("cel_work", cap, route=self.route, step=expr.where, estimate=estimate),
             )
         self.work += estimate
