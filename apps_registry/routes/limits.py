@@ -24,7 +24,7 @@ class Limits:
     params_bytes: int = 256 * 1024
     value_items: int = 10_000
     value_chars: int = 1024 * 1024
-    comprehension_work: int = 20_000_000
+    cel_work: int = 20_000_000
 
 
 # Setting name -> Limits field.
@@ -42,7 +42,7 @@ _SETTINGS = {
     "CHARMING_ROUTES_MAX_PARAMS_BYTES": "params_bytes",
     "CHARMING_ROUTES_MAX_VALUE_ITEMS": "value_items",
     "CHARMING_ROUTES_MAX_VALUE_CHARS": "value_chars",
-    "CHARMING_ROUTES_MAX_COMPREHENSION_WORK": "comprehension_work",
+    "CHARMING_ROUTES_MAX_CEL_WORK": "cel_work",
 }
 
 
