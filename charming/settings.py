@@ -139,6 +139,8 @@ CHARMING_ROUTES_MAX_PARAMS_BYTES = env.int("CHARMING_ROUTES_MAX_PARAMS_BYTES", d
 CHARMING_ROUTES_MAX_VALUE_ITEMS = env.int("CHARMING_ROUTES_MAX_VALUE_ITEMS", default=10000)
 # Characters of text (strings, map keys) in such a value.
 CHARMING_ROUTES_MAX_VALUE_CHARS = env.int("CHARMING_ROUTES_MAX_VALUE_CHARS", default=1048576)
+# Levels of nesting (lists and maps) in params and in a value a step binds or a route returns.
+CHARMING_ROUTES_MAX_VALUE_NESTING = env.int("CHARMING_ROUTES_MAX_VALUE_NESTING", default=64)
 # Estimated CEL work in one route call (about 1 s of CPU at the default); see docs/authoring.md, Limits.
 CHARMING_ROUTES_MAX_CEL_WORK = env.int("CHARMING_ROUTES_MAX_CEL_WORK", default=20000000)
 

@@ -24,6 +24,7 @@ class Limits:
     params_bytes: int = 256 * 1024
     value_items: int = 10_000
     value_chars: int = 1024 * 1024
+    value_nesting: int = 64
     cel_work: int = 20_000_000
 
 
@@ -42,6 +43,7 @@ _SETTINGS = {
     "CHARMING_ROUTES_MAX_PARAMS_BYTES": "params_bytes",
     "CHARMING_ROUTES_MAX_VALUE_ITEMS": "value_items",
     "CHARMING_ROUTES_MAX_VALUE_CHARS": "value_chars",
+    "CHARMING_ROUTES_MAX_VALUE_NESTING": "value_nesting",
     "CHARMING_ROUTES_MAX_CEL_WORK": "cel_work",
 }
 

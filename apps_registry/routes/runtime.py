@@ -84,20 +84,26 @@ def _check_params(route: CompiledRoute, params: dict[str, Any], limits: Limits) 
         )
     errors: list[dict[str, str]] = []
     longest = items = chars = 0
-    stack: list[tuple[Any, str]] = [(params, "$")]
+    stack: list[tuple[Any, str, int]] = [(params, "$", 1)]
     while stack:
-        value, path = stack.pop()
+        value, path, depth = stack.pop()
         items += 1
+        if depth > limits.value_nesting:
+            raise OperationFailed(
+                f"params of route '{route.name}' are nested more than {limits.value_nesting} levels deep "
+                f"(at {path}); the limit is {limits.value_nesting}.",
+                details=limit_details("value_nesting", limits.value_nesting, route=route.name, path=path),
+            )
         if isinstance(value, str):
             chars += len(value)
         elif isinstance(value, dict):
             longest = max(longest, len(value))
             items += len(value)
             chars += sum(len(k) for k in value)
-            stack.extend((v, f"{path}.{k}") for k, v in value.items())
+            stack.extend((v, f"{path}.{k}", depth + 1) for k, v in value.items())
         elif isinstance(value, list):
             longest = max(longest, len(value))
-            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
+            stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value))
         elif isinstance(value, bool):
             continue
         elif isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:

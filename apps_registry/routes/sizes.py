@@ -29,13 +29,14 @@ class Size:
     longest: int  # the longest list or map anywhere in it (0 if none)
 
 
-def measure(value: Any, *, max_items: int, max_chars: int) -> Size | None:
-    """The size of `value`, or None as soon as it exceeds `max_items` or `max_chars` (the walk stops
-    there, so measuring a huge value costs no more than measuring one at the limit)."""
+def measure(value: Any, *, max_items: int, max_chars: int, max_depth: int) -> Size | str:
+    """The size of `value`, or the name of the first limit it exceeds ("value_items", "value_chars",
+    "value_nesting") as soon as it does: the walk stops there (and never recurses), so measuring a huge
+    or deep value costs no more than measuring one at the limit."""
     items = chars = longest = 0
-    stack = [value]
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
-        current = stack.pop()
+        current, depth = stack.pop()
         items += 1
         if isinstance(current, (str, bytes)):
             chars += len(current)
@@ -45,12 +46,16 @@ def measure(value: Any, *, max_items: int, max_chars: int) -> Size | None:
             for key in current:
                 if isinstance(key, (str, bytes)):
                     chars += len(key)
-            stack.extend(current.values())
+            stack.extend((v, depth + 1) for v in current.values())
         elif isinstance(current, (list, tuple)):
             longest = max(longest, len(current))
-            stack.extend(current)
-        if items > max_items or chars > max_chars:
-            return None
+            stack.extend((v, depth + 1) for v in current)
+        if items > max_items:
+            return "value_items"
+        if chars > max_chars:
+            return "value_chars"
+        if depth > max_depth:
+            return "value_nesting"
     return Size(items=items, chars=chars, longest=longest)
 
 
@@ -71,22 +76,23 @@ class Meter:
 
     def bind(self, name: str, value: Any, where: str) -> None:
         """Record the size of a value a step binds (or returns), failing the call when it is too big."""
-        size = measure(value, max_items=self.limits.value_items, max_chars=self.limits.value_chars)
-        if size is None:
-            raise self.too_big(value, where)
-        self.sizes[name] = size
-
-    def too_big(self, value: Any, where: str) -> OperationFailed:
-        over_items = measure(value, max_items=self.limits.value_items, max_chars=10**18) is None
-        if over_items:
-            what, limit, cap = "items", "value_items", self.limits.value_items
-        else:
-            what, limit, cap = "characters of text", "value_chars", self.limits.value_chars
-        return OperationFailed(
-            f"Route '{self.route}' {where}: the value holds more than {cap} {what}; the limit is {cap}. "
-            "Read fewer records (a tighter 'where' or a 'limit'), or build smaller values.",
-            details=limit_details(limit, cap, route=self.route, step=where),
+        limits = self.limits
+        size = measure(
+            value, max_items=limits.value_items, max_chars=limits.value_chars, max_depth=limits.value_nesting
         )
+        if isinstance(size, str):
+            cap = getattr(limits, size)
+            what = {
+                "value_items": f"holds more than {cap} items",
+                "value_chars": f"holds more than {cap} characters of text",
+                "value_nesting": f"is nested more than {cap} levels deep",
+            }[size]
+            raise OperationFailed(
+                f"Route '{self.route}' {where}: the value {what}; the limit is {cap}. "
+                "Read fewer records (a tighter 'where' or a 'limit'), or build smaller values.",
+                details=limit_details(size, cap, route=self.route, step=where),
+            )
+        self.sizes[name] = size
 
     def estimate(self, expr: Expr) -> tuple[int, int]:
         """(estimated work, the span a comprehension may iterate over) of evaluating `expr` now."""

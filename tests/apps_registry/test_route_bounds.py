@@ -105,6 +105,32 @@ def test_records_read_by_a_find_count_towards_the_value_limit(user, settings):
     assert exc.value.details["step"] == "steps[0] (find)"
 
 
+def test_a_value_nested_past_the_limit_fails_instead_of_exhausting_recursion(user):
+    # 45 steps each wrapping the last value in 30 lists: 1,350 levels, which made to_json raise
+    # RecursionError (a 500) when returned.
+    steps = [{"let": "[" * 30 + "1" + "]" * 30, "as": "v0"}]
+    steps += [{"let": "[" * 30 + f"v{i - 1}" + "]" * 30, "as": f"v{i}"} for i in range(1, 45)]
+    app = one_route_app(user, [*steps, {"return": "v44"}])
+    with pytest.raises(OperationFailed) as exc:
+        run(user, app)
+    assert exc.value.message.startswith(
+        "Route 'r' steps[2] (let): the value is nested more than 64 levels deep; the limit is 64."
+    )
+    assert exc.value.details["limit"] == "value_nesting"
+    assert exc.value.details["setting"] == "CHARMING_ROUTES_MAX_VALUE_NESTING"
+
+
+def test_params_nested_past_the_limit_are_refused(user):
+    app = one_route_app(user, [{"return": "1"}], input_schema={"type": "object"})
+    nested: dict = {}
+    for _ in range(70):
+        nested = {"a": nested}
+    with pytest.raises(OperationFailed) as exc:
+        run(user, app, params=nested)
+    assert exc.value.message.startswith("params of route 'r' are nested more than 64 levels deep (at $.a.a.a")
+    assert exc.value.details["limit"] == "value_nesting"
+
+
 def test_params_over_the_size_limit_are_refused(user, settings):
     settings.CHARMING_ROUTES_MAX_PARAMS_BYTES = 100
     app = one_route_app(user, [{"return": "params.s"}], input_schema={"type": "object"})
