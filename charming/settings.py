@@ -143,6 +143,8 @@ CHARMING_ROUTES_MAX_VALUE_CHARS = env.int("CHARMING_ROUTES_MAX_VALUE_CHARS", def
 CHARMING_ROUTES_MAX_VALUE_NESTING = env.int("CHARMING_ROUTES_MAX_VALUE_NESTING", default=64)
 # Estimated CEL work in one route call (about 1 s of CPU at the default); see docs/authoring.md, Limits.
 CHARMING_ROUTES_MAX_CEL_WORK = env.int("CHARMING_ROUTES_MAX_CEL_WORK", default=20000000)
+# Milliseconds one route call may spend evaluating CEL in worker processes (comprehensions, large estimates).
+CHARMING_ROUTES_MAX_CEL_MS = env.int("CHARMING_ROUTES_MAX_CEL_MS", default=1000)
 
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from

@@ -12,7 +12,7 @@ from typing import Any
 
 import cel
 
-from apps_registry.exceptions import HandlerError
+from apps_registry.exceptions import CharmingError, HandlerError
 from apps_registry.routes.limits import Limits
 
 # The context key holding the call's routes.sizes.Meter (never handed to CEL: only `names` are).
@@ -217,10 +217,14 @@ class Expr:
 
     def evaluate(self, context: dict[str, Any]) -> Any:
         meter = context.get(METER)
-        if meter is not None:
-            meter.charge(self)
+        isolate = meter.charge(self) if meter is not None else False
+        inputs = {name: context[name] for name in self.names if name in context}
         try:
-            return self.program.execute({name: context[name] for name in self.names if name in context})
+            if isolate and meter is not None:
+                return meter.evaluate_isolated(self, inputs)
+            return self.program.execute(inputs)
+        except CharmingError:  # the meter's own limits
+            raise
         except Exception as exc:  # CEL raises KeyError/TypeError/ZeroDivisionError/RuntimeError/...
             raise HandlerError(
                 f"Route '{self.route}' failed at {self.where}: evaluating `{_clip(self.source, 200)}` "

@@ -26,6 +26,7 @@ class Limits:
     value_chars: int = 1024 * 1024
     value_nesting: int = 64
     cel_work: int = 20_000_000
+    cel_ms: int = 1000
 
 
 # Setting name -> Limits field.
@@ -45,6 +46,7 @@ _SETTINGS = {
     "CHARMING_ROUTES_MAX_VALUE_CHARS": "value_chars",
     "CHARMING_ROUTES_MAX_VALUE_NESTING": "value_nesting",
     "CHARMING_ROUTES_MAX_CEL_WORK": "cel_work",
+    "CHARMING_ROUTES_MAX_CEL_MS": "cel_ms",
 }
 
 

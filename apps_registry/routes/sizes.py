@@ -12,10 +12,12 @@ n**3: the estimate follows that.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from apps_registry.exceptions import OperationFailed
+from apps_registry.routes import celworker
 from apps_registry.routes.limits import Limits, limit_details
 
 if TYPE_CHECKING:
@@ -63,6 +65,7 @@ def measure(value: Any, *, max_items: int, max_chars: int, max_depth: int) -> Si
 ITEM_WEIGHT = 50  # an item costs CEL about as much to copy as 50 characters of text
 CONVERT_WEIGHT = 32  # handing one item to CEL
 DIVISOR = 100
+ISOLATE_ABOVE = 200_000  # estimates above this (about 10 ms) run in a worker process
 
 
 @dataclass
@@ -73,6 +76,7 @@ class Meter:
     route: str
     sizes: dict[str, Size] = field(default_factory=dict)  # name -> size of its value
     work: int = 0
+    isolated_seconds: float = 0.0  # time spent waiting for worker processes in this call
 
     def bind(self, name: str, value: Any, where: str) -> None:
         """Record the size of a value a step binds (or returns), failing the call when it is too big."""
@@ -112,9 +116,11 @@ class Meter:
             work += span**expr.comprehensions * max(items, span)
         return work, span
 
-    def charge(self, expr: Expr) -> None:
+    def charge(self, expr: Expr) -> bool:
         """Account for an expression before it runs; fail the call when its estimated work would take
-        the call past its budget."""
+        the call past its budget. Returns whether to evaluate it in a worker process (under the
+        call's CEL deadline): it has comprehensions, whose cost the estimate cannot bound (it
+        depends on what each iteration builds), or its estimate is large."""
         estimate, span = self.estimate(expr)
         cap = self.limits.cel_work
         if self.work + estimate > cap:
@@ -131,3 +137,29 @@ class Meter:
                 details=limit_details("cel_work", cap, route=self.route, step=expr.where, estimate=estimate),
             )
         self.work += estimate
+        return bool(expr.comprehensions) or estimate > ISOLATE_ABOVE
+
+    def evaluate_isolated(self, expr: Expr, inputs: dict[str, Any]) -> Any:
+        """Evaluate `expr` in a worker process, within what is left of the call's CEL time."""
+        cap = self.limits.cel_ms
+        left = cap / 1000 - self.isolated_seconds
+        started = time.monotonic()
+        try:
+            if left <= 0:
+                raise celworker.Deadline()
+            return celworker.evaluate(expr.source, inputs, left)
+        except celworker.Deadline:
+            raise OperationFailed(
+                f"Route '{self.route}' {expr.where}: CEL evaluation took longer than this call's {cap} ms "
+                "and was stopped. Work on fewer items (filter records with 'where' and 'limit'), avoid "
+                "nesting map/filter, and keep large values out of comprehensions.",
+                details=limit_details("cel_ms", cap, route=self.route, step=expr.where),
+            ) from None
+        except celworker.WorkerFailed as exc:
+            raise OperationFailed(
+                f"Route '{self.route}' {expr.where}: the expression could not be evaluated: {exc}. "
+                "Try again; if it persists, ask staff to look at the server.",
+                details={"route": self.route, "step": expr.where},
+            ) from None
+        finally:
+            self.isolated_seconds += time.monotonic() - started

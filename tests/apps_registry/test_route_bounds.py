@@ -5,11 +5,14 @@ forms, values and params are size-capped, comprehensions are refused before an o
 from __future__ import annotations
 
 import re
+import threading
+import time
 
 import pytest
 
 from apps_registry.exceptions import HandlerError, InvalidDefinition, InvalidInput, OperationFailed, UnknownOp
 from apps_registry.models import Route
+from apps_registry.routes import celworker
 from apps_registry.services.definitions import app_definition_save
 from tests.apps_registry.route_helpers import example, one_route_app, records, run
 from tests.factories import RecordFactory
@@ -240,6 +243,84 @@ def test_a_concatenation_inside_a_comprehension_expression_counts_towards_its_es
     with pytest.raises(OperationFailed) as exc:
         run(user, app)
     assert "could iterate over 900 items (nested 2 deep)" in exc.value.message
+
+
+# --- the CEL deadline (comprehensions run in a worker process) ----------------------------------------
+def _slow_app(user):
+    # Each iteration of this map copies the accumulated list of 1 MB strings: about 96 s of CEL for
+    # 1,000 items, which the work estimate cannot see (it depends on what each iteration builds).
+    return one_route_app(
+        user,
+        [
+            {"insert": {"collection": "items", "value": "{'n': 1}"}},
+            {"let": "params.s + params.s + params.s + params.s", "as": "s"},
+            {"return": "params.xs.map(x, s).size()"},
+        ],
+    )
+
+
+def test_an_expression_running_past_the_calls_cel_deadline_is_stopped(user, settings):
+    settings.CHARMING_ROUTES_MAX_CEL_MS = 300
+    app = _slow_app(user)
+    with pytest.raises(OperationFailed) as exc:
+        run(user, app, params={"xs": list(range(1000)), "s": "x" * 250_000})
+    assert exc.value.message.startswith(
+        "Route 'r' steps[2].return: CEL evaluation took longer than this call's 300 ms and was stopped."
+    )
+    assert exc.value.details == {
+        "limit": "cel_ms",
+        "max": 300,
+        "setting": "CHARMING_ROUTES_MAX_CEL_MS",
+        "route": "r",
+        "step": "steps[2].return",
+    }
+    assert records(app) == {}
+
+
+def test_other_threads_run_while_a_slow_expression_is_evaluated(user, settings):
+    # In the server process the evaluator would hold the interpreter lock for the whole evaluation.
+    settings.CHARMING_ROUTES_MAX_CEL_MS = 500
+    app = _slow_app(user)
+    ticks: list[float] = []
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=tick)
+    thread.start()
+    try:
+        with pytest.raises(OperationFailed):
+            run(user, app, params={"xs": list(range(1000)), "s": "x" * 250_000})
+    finally:
+        done.set()
+        thread.join()
+    assert len(ticks) >= 10
+
+
+def test_cel_errors_in_a_worker_process_read_as_in_the_server(user):
+    app = one_route_app(user, [{"return": "[{'a': 1}].map(x, x.b)"}])
+    with pytest.raises(HandlerError) as exc:
+        run(user, app)
+    assert exc.value.message == (
+        "Route 'r' failed at steps[0].return: evaluating `[{'a': 1}].map(x, x.b)` raised a missing key: "
+        "no key 'b' in the map (use has(x.key) to test first)"
+    )
+    app = one_route_app(user, [{"return": "[2, 0].map(x, 4 / x)"}])
+    with pytest.raises(HandlerError) as exc:
+        run(user, app)
+    assert exc.value.message.endswith("raised division by zero")
+
+
+def test_a_dead_worker_process_is_replaced(user):
+    app = one_route_app(user, [{"return": "[1, 2].map(x, x * 2)"}])
+    assert run(user, app) == [2, 4]
+    for child in list(celworker._idle):
+        child.process.kill()
+        child.process.wait()
+    assert run(user, app) == [2, 4]
 
 
 # --- numbers in params ---------------------------------------------------------------------------

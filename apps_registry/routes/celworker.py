@@ -1,0 +1,193 @@
+"""CEL evaluation in a separate process, under a deadline.
+
+The CEL evaluator is native code that holds Python's interpreter lock while it runs and cannot be
+interrupted, so an expensive expression evaluated in the server process stalls every request of
+that process. Expressions that can be expensive (those with comprehensions, or whose estimated work
+is large; see routes/sizes.py) are evaluated here instead: in a child process running this module,
+which the server kills when the call's CEL deadline passes. The server thread waits on a pipe, so
+other requests run meanwhile.
+
+Children are plain `python -m apps_registry.routes.celworker` processes (no Django, no database
+connection, nothing inherited), kept in a small per-process pool and reused; one that overruns is
+killed and replaced. Messages are length-prefixed pickles over the child's stdin/stdout; both ends
+are this module.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+_HEADER = struct.Struct("!Q")
+_ROOT = Path(__file__).resolve().parents[2]
+POOL_SIZE = 4  # idle children kept per server process
+MEMORY_LIMIT = 2 * 1024**3  # address space of a child, bytes
+# The exception classes the evaluator raises, re-raised as themselves in the server.
+_ERRORS: dict[str, type[Exception]] = {
+    cls.__name__: cls
+    for cls in (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError, OverflowError, RuntimeError)
+}
+
+
+class Deadline(Exception):
+    """The evaluation did not finish in time; the child was killed."""
+
+
+class WorkerFailed(Exception):
+    """The child could not be started or died without an answer."""
+
+
+class _Child:
+    def __init__(self) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")])}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "apps_registry.routes.celworker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=str(_ROOT),
+        )
+
+    def call(self, source: str, context: dict[str, Any], timeout: float) -> tuple[Any, ...]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        body = pickle.dumps((source, context), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            self.process.stdin.write(_HEADER.pack(len(body)) + body)
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise WorkerFailed(f"the CEL worker process is gone ({exc})") from None
+        end = time.monotonic() + timeout
+        header = self._read(_HEADER.size, end)
+        (size,) = _HEADER.unpack(header)
+        reply: tuple[Any, ...] = pickle.loads(self._read(size, end))
+        return reply
+
+    def _read(self, size: int, end: float) -> bytes:
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        chunks: list[bytes] = []
+        remaining = size
+        while remaining:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise Deadline()
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                raise WorkerFailed("the CEL worker process ended without an answer")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+_idle: list[_Child] = []
+_lock = threading.Lock()
+
+
+def evaluate(source: str, context: dict[str, Any], timeout: float) -> Any:
+    """The value of CEL `source` with `context`, computed in a child process. Raises the evaluator's
+    own exception (KeyError, TypeError, ...) on a CEL error, Deadline after `timeout` seconds (the
+    child is killed), WorkerFailed if no child could answer."""
+    with _lock:
+        child = _idle.pop() if _idle else None
+    reused = child is not None and child.process.poll() is None
+    if not reused:
+        child = _start()
+    assert child is not None
+    end = time.monotonic() + timeout
+    try:
+        reply = child.call(source, context, timeout)
+    except WorkerFailed:
+        child.kill()
+        if not reused:
+            raise
+        child = _start()  # an idle child that died since its last use: once more with a fresh one
+        try:
+            reply = child.call(source, context, max(0.0, end - time.monotonic()))
+        except BaseException:
+            child.kill()
+            raise
+    except BaseException:
+        child.kill()
+        raise
+    with _lock:
+        if len(_idle) < POOL_SIZE:
+            _idle.append(child)
+            child = None
+    if child is not None:
+        child.kill()
+    if reply[0] == "ok":
+        return reply[1]
+    error = _ERRORS.get(reply[1], RuntimeError)
+    raise error(reply[2])
+
+
+def _start() -> _Child:
+    try:
+        return _Child()
+    except OSError as exc:
+        raise WorkerFailed(f"could not start a CEL worker process ({exc})") from None
+
+
+def _shutdown() -> None:
+    with _lock:
+        children = list(_idle)
+        _idle.clear()
+    for child in children:
+        child.kill()
+
+
+atexit.register(_shutdown)
+
+
+def _serve() -> None:
+    """The child's loop: read (source, context), answer ("ok", value) or ("error", type, message)."""
+    import resource
+
+    import cel
+
+    # A runaway expression fails (the child dies, the call gets operation_failed) instead of
+    # taking the machine's memory.
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    programs: dict[str, Any] = {}
+    while True:
+        header = stdin.read(_HEADER.size)
+        if len(header) < _HEADER.size:
+            return
+        (size,) = _HEADER.unpack(header)
+        source, context = pickle.loads(stdin.read(size))
+        try:
+            program = programs.get(source)
+            if program is None:
+                if len(programs) > 256:
+                    programs.clear()
+                program = programs[source] = cel.compile(source)
+            reply: tuple[Any, ...] = ("ok", program.execute(context))
+            body = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            message = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) else str(exc)
+            body = pickle.dumps(("error", type(exc).__name__, message), protocol=pickle.HIGHEST_PROTOCOL)
+        stdout.write(_HEADER.pack(len(body)) + body)
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    _serve()
