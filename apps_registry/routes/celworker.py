@@ -8,7 +8,7 @@ which the server kills when the call's CEL deadline passes. The server thread wa
 other requests run meanwhile.
 
 Children are plain `python -m apps_registry.routes.celworker` processes (no Django, no database
-connection, nothing inherited), kept in a small per-process pool and reused; one that overruns is
+connection, no inherited environment), kept in a small per-process pool and reused; one that overruns is
 killed and replaced. Messages are length-prefixed pickles over the child's stdin/stdout; both ends
 are this module.
 """
@@ -48,7 +48,8 @@ class WorkerFailed(Exception):
 
 class _Child:
     def __init__(self) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_ROOT), os.environ.get("PYTHONPATH", "")])}
+        # No inherited environment (no secrets, no database URL): `-m` finds this module from `cwd`.
+        env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "apps_registry.routes.celworker"],
             stdin=subprocess.PIPE,
