@@ -16,6 +16,7 @@ are this module.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import pickle
 import select
@@ -30,7 +31,10 @@ from typing import Any
 _HEADER = struct.Struct("!Q")
 _ROOT = Path(__file__).resolve().parents[2]
 POOL_SIZE = 4  # idle children kept per server process
+MAX_RUNNING = max(2, os.cpu_count() or 2)  # children evaluating at once per server process
+QUEUE_SECONDS = 10.0  # how long a call waits for a free slot before failing
 MEMORY_LIMIT = 2 * 1024**3  # address space of a child, bytes
+DEFAULT_MAX_REPLY = 16 * 1024**2  # bytes of an answer the server is willing to read
 # The exception classes the evaluator raises, re-raised as themselves in the server.
 _ERRORS: dict[str, type[Exception]] = {
     cls.__name__: cls
@@ -59,9 +63,9 @@ class _Child:
             cwd=str(_ROOT),
         )
 
-    def call(self, source: str, context: dict[str, Any], timeout: float) -> tuple[Any, ...]:
+    def call(self, source: str, context: dict[str, Any], timeout: float, max_reply: int) -> tuple[Any, ...]:
         assert self.process.stdin is not None and self.process.stdout is not None
-        body = pickle.dumps((source, context), protocol=pickle.HIGHEST_PROTOCOL)
+        body = pickle.dumps((source, context, timeout), protocol=pickle.HIGHEST_PROTOCOL)
         try:
             self.process.stdin.write(_HEADER.pack(len(body)) + body)
             self.process.stdin.flush()
@@ -70,6 +74,8 @@ class _Child:
         end = time.monotonic() + timeout
         header = self._read(_HEADER.size, end)
         (size,) = _HEADER.unpack(header)
+        if size > max_reply:  # refuse before reading it into the server's memory
+            raise WorkerFailed(f"the CEL worker's answer is {size} bytes, over the {max_reply}-byte cap")
         reply: tuple[Any, ...] = pickle.loads(self._read(size, end))
         return reply
 
@@ -95,33 +101,48 @@ class _Child:
         self.process.wait()
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
-                stream.close()
+                # Closing stdin flushes what a dead child never read: a broken pipe, harmless here.
+                with contextlib.suppress(OSError):
+                    stream.close()
 
 
 _idle: list[_Child] = []
 _lock = threading.Lock()
+_running = threading.BoundedSemaphore(MAX_RUNNING)
 
 
-def evaluate(source: str, context: dict[str, Any], timeout: float) -> Any:
+def evaluate(source: str, context: dict[str, Any], timeout: float, max_reply: int = DEFAULT_MAX_REPLY) -> Any:
     """The value of CEL `source` with `context`, computed in a child process. Raises the evaluator's
     own exception (KeyError, TypeError, ...) on a CEL error, Deadline after `timeout` seconds (the
-    child is killed), WorkerFailed if no child could answer."""
+    child is killed), WorkerFailed if no child could answer (or all were busy for QUEUE_SECONDS, or
+    the answer was over `max_reply` bytes)."""
+    if not _running.acquire(timeout=QUEUE_SECONDS):
+        raise WorkerFailed(f"all {MAX_RUNNING} CEL worker processes stayed busy for {QUEUE_SECONDS:.0f} s")
+    try:
+        return _evaluate(source, context, timeout, max_reply)
+    finally:
+        _running.release()
+
+
+def _evaluate(source: str, context: dict[str, Any], timeout: float, max_reply: int) -> Any:
     with _lock:
         child = _idle.pop() if _idle else None
     reused = child is not None and child.process.poll() is None
+    if child is not None and not reused:
+        child.kill()  # died while idle: reap it and close its pipes
     if not reused:
         child = _start()
     assert child is not None
     end = time.monotonic() + timeout
     try:
-        reply = child.call(source, context, timeout)
+        reply = child.call(source, context, timeout, max_reply)
     except WorkerFailed:
         child.kill()
         if not reused:
             raise
         child = _start()  # an idle child that died since its last use: once more with a fresh one
         try:
-            reply = child.call(source, context, max(0.0, end - time.monotonic()))
+            reply = child.call(source, context, max(0.0, end - time.monotonic()), max_reply)
         except BaseException:
             child.kill()
             raise
@@ -167,6 +188,7 @@ def _serve() -> None:
     # A runaway expression fails (the child dies, the call gets operation_failed) instead of
     # taking the machine's memory.
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    _, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     programs: dict[str, Any] = {}
     while True:
@@ -174,7 +196,13 @@ def _serve() -> None:
         if len(header) < _HEADER.size:
             return
         (size,) = _HEADER.unpack(header)
-        source, context = pickle.loads(stdin.read(size))
+        source, context, timeout = pickle.loads(stdin.read(size))
+        # The server kills a child that overruns; should the server itself die first, the kernel
+        # ends the evaluation (SIGXCPU) soon after its deadline instead of letting it spin on.
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        cpu_soft = int(used.ru_utime + used.ru_stime + timeout) + 2
+        if cpu_hard == resource.RLIM_INFINITY or cpu_soft < cpu_hard:
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_soft, cpu_hard))
         try:
             program = programs.get(source)
             if program is None:

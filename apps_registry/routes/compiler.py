@@ -410,6 +410,7 @@ def _parse_step(
             plus=scan.plus if scan else 0,
             literal_items=scan.commas if scan else 0,
             refs=scan.refs if scan else 0,
+            regex=scan.regex if scan else False,
         )
 
     body = raw[op]

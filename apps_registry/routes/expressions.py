@@ -49,6 +49,15 @@ class Scan:
     refs: int  # identifiers not after a '.': variable (and function) references
     code: str  # the source with comments and string contents blanked out (same length)
 
+    @property
+    def regex(self) -> bool:
+        """Whether the expression calls `matches` (a regex compiled and run on every evaluation,
+        whose cost grows with the pattern's compiled size times the text's length)."""
+        return _MATCHES_CALL.search(self.code) is not None
+
+
+_MATCHES_CALL = re.compile(r"\bmatches\s*\(")
+
 
 def _scan(source: str) -> Scan:
     """Scan `source`. A comprehension is a macro call `.map(`, `.filter(`, `.all(`, `.exists(`,
@@ -214,6 +223,7 @@ class Expr:
     plus: int = 0
     literal_items: int = 0
     refs: int = 0
+    regex: bool = False  # calls `matches`: always evaluated in a worker process, under the deadline
 
     def evaluate(self, context: dict[str, Any]) -> Any:
         meter = context.get(METER)

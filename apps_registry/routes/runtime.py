@@ -145,6 +145,8 @@ def _mutate(route: CompiledRoute, context: dict[str, Any], store: RecordStore, l
 # inserts and recounted exactly at least every RECOUNT_SECONDS; from half the limit on, every call
 # that inserts counts exactly. Estimates only err high (deletes are not subtracted).
 RECOUNT_SECONDS = 60.0
+# A fail step's message is for people (and agents): longer ones are clipped; details carry data.
+FAIL_MESSAGE_CHARS = 2000
 _known_counts: dict[Any, tuple[int, float]] = {}
 _known_counts_lock = threading.Lock()
 
@@ -207,12 +209,22 @@ def _fail(route: CompiledRoute, step: Step, context: dict[str, Any]) -> None:
             raise _wrong(route, step, "fail.when", "a bool", condition)
         if not condition:
             return
-    message = _json(route, step, "fail.message", step.exprs["message"].evaluate(context))
+    meter = context[METER]
+    message = step.exprs["message"].evaluate(context)
+    meter.check(message, f"steps[{step.index}].fail.message")
+    message = _json(route, step, "fail.message", message)
     details_expr = step.exprs.get("details")
-    details = _json(route, step, "fail.details", details_expr.evaluate(context)) if details_expr is not None else None
+    details = None
+    if details_expr is not None:
+        details = details_expr.evaluate(context)
+        meter.check(details, f"steps[{step.index}].fail.details")
+        details = _json(route, step, "fail.details", details)
     if details is not None and not isinstance(details, dict):
         raise _wrong(route, step, "fail.details", "a map", details)
-    raise HandlerError(message if isinstance(message, str) else str(message), details=details)
+    text = message if isinstance(message, str) else str(message)
+    if len(text) > FAIL_MESSAGE_CHARS:
+        text = text[: FAIL_MESSAGE_CHARS - 1] + "…"
+    raise HandlerError(text, details=details)
 
 
 def _wrong(route: CompiledRoute, step: Step, where: str, expected: str, got: Any) -> HandlerError:

@@ -12,6 +12,7 @@ n**3: the estimate follows that.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,8 @@ from apps_registry.routes.limits import Limits, limit_details
 
 if TYPE_CHECKING:
     from apps_registry.routes.expressions import Expr
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,10 @@ class Meter:
 
     def bind(self, name: str, value: Any, where: str) -> None:
         """Record the size of a value a step binds (or returns), failing the call when it is too big."""
+        self.sizes[name] = self.check(value, where)
+
+    def check(self, value: Any, where: str) -> Size:
+        """The size of a value the call produces, failing the call when it is too big."""
         limits = self.limits
         size = measure(
             value, max_items=limits.value_items, max_chars=limits.value_chars, max_depth=limits.value_nesting
@@ -96,7 +103,7 @@ class Meter:
                 "Read fewer records (a tighter 'where' or a 'limit'), or build smaller values.",
                 details=limit_details(size, cap, route=self.route, step=where),
             )
-        self.sizes[name] = size
+        return size
 
     def estimate(self, expr: Expr) -> tuple[int, int]:
         """(estimated work, the span a comprehension may iterate over) of evaluating `expr` now."""
@@ -120,7 +127,8 @@ class Meter:
         """Account for an expression before it runs; fail the call when its estimated work would take
         the call past its budget. Returns whether to evaluate it in a worker process (under the
         call's CEL deadline): it has comprehensions, whose cost the estimate cannot bound (it
-        depends on what each iteration builds), or its estimate is large."""
+        depends on what each iteration builds), it calls `matches` (a regex's cost depends on the
+        pattern's compiled size), or its estimate is large."""
         estimate, span = self.estimate(expr)
         cap = self.limits.cel_work
         if self.work + estimate > cap:
@@ -137,7 +145,7 @@ class Meter:
                 details=limit_details("cel_work", cap, route=self.route, step=expr.where, estimate=estimate),
             )
         self.work += estimate
-        return bool(expr.comprehensions) or estimate > ISOLATE_ABOVE
+        return bool(expr.comprehensions) or expr.regex or estimate > ISOLATE_ABOVE
 
     def evaluate_isolated(self, expr: Expr, inputs: dict[str, Any]) -> Any:
         """Evaluate `expr` in a worker process, within what is left of the call's CEL time."""
@@ -147,7 +155,9 @@ class Meter:
         try:
             if left <= 0:
                 raise celworker.Deadline()
-            return celworker.evaluate(expr.source, inputs, left)
+            # Room for any value the call may hold (value_chars) in the pickled answer, and no more.
+            max_reply = 8 * self.limits.value_chars + (1 << 20)
+            return celworker.evaluate(expr.source, inputs, left, max_reply=max_reply)
         except celworker.Deadline:
             raise OperationFailed(
                 f"Route '{self.route}' {expr.where}: CEL evaluation took longer than this call's {cap} ms "
@@ -156,9 +166,11 @@ class Meter:
                 details=limit_details("cel_ms", cap, route=self.route, step=expr.where),
             ) from None
         except celworker.WorkerFailed as exc:
+            logger.error("CEL worker failed for route %s at %s: %s", self.route, expr.where, exc)
             raise OperationFailed(
-                f"Route '{self.route}' {expr.where}: the expression could not be evaluated: {exc}. "
-                "Try again; if it persists, ask staff to look at the server.",
+                f"Route '{self.route}' {expr.where}: the expression could not be evaluated (its worker "
+                "process failed or its result was too large). Try again with smaller values; if it "
+                "persists, ask staff to look at the server log.",
                 details={"route": self.route, "step": expr.where},
             ) from None
         finally:

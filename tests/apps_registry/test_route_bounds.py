@@ -317,10 +317,91 @@ def test_cel_errors_in_a_worker_process_read_as_in_the_server(user):
 def test_a_dead_worker_process_is_replaced(user):
     app = one_route_app(user, [{"return": "[1, 2].map(x, x * 2)"}])
     assert run(user, app) == [2, 4]
-    for child in list(celworker._idle):
+    dead = list(celworker._idle)
+    assert dead
+    for child in dead:
         child.process.kill()
         child.process.wait()
     assert run(user, app) == [2, 4]
+    assert all(child.process.stdout is not None and child.process.stdout.closed for child in dead)
+
+
+def test_a_worker_that_dies_mid_call_is_retried_once_with_a_fresh_one(user, monkeypatch):
+    """The child is killed but not reaped, so it still looks alive when taken from the pool."""
+    app = one_route_app(user, [{"return": "[1, 2].map(x, x * 2)"}])
+    assert run(user, app) == [2, 4]
+    started = []
+    real_start = celworker._start
+    monkeypatch.setattr(celworker, "_start", lambda: started.append(1) or real_start())
+    for child in list(celworker._idle):
+        monkeypatch.setattr(child.process, "poll", lambda: None)  # looks alive
+        child.process.kill()
+        child.process.wait()
+    assert run(user, app) == [2, 4]
+    assert started == [1]
+
+
+def test_expressions_calling_matches_run_in_a_worker_process(user, monkeypatch):
+    seen = []
+    real = celworker.evaluate
+    monkeypatch.setattr(celworker, "evaluate", lambda source, *a, **k: seen.append(source) or real(source, *a, **k))
+    app = one_route_app(user, [{"return": "params.s.matches('^[a-z]+$')"}], input_schema={"type": "object"})
+    assert run(user, app, params={"s": "abc"}) is True
+    assert seen == ["params.s.matches('^[a-z]+$')"]
+
+
+def test_a_worker_answer_over_the_reply_cap_is_refused_and_the_worker_dropped():
+    before = list(celworker._idle)
+    with pytest.raises(celworker.WorkerFailed, match="over the 1000-byte cap"):
+        celworker.evaluate("s + s", {"s": "x" * 5000}, 5.0, max_reply=1000)
+    assert all(child in before for child in celworker._idle)
+
+
+def test_when_every_worker_slot_is_busy_a_call_fails_after_waiting(monkeypatch):
+    monkeypatch.setattr(celworker, "QUEUE_SECONDS", 0.1)
+    taken = 0
+    while celworker._running.acquire(blocking=False):
+        taken += 1
+    try:
+        with pytest.raises(celworker.WorkerFailed, match="CEL worker processes stayed busy"):
+            celworker.evaluate("1 + 1", {}, 5.0)
+    finally:
+        for _ in range(taken):
+            celworker._running.release()
+    assert celworker.evaluate("1 + 1", {}, 5.0) == 2
+
+
+def test_a_runaway_evaluation_stops_by_itself_if_the_server_never_kills_it():
+    """The CPU limit set per evaluation ends it soon after its deadline, e.g. when the server died."""
+    child = celworker._Child()
+    try:
+        body = celworker.pickle.dumps(("xs.map(x, xs.map(y, x * y)).size()", {"xs": list(range(20000))}, 0.2))
+        assert child.process.stdin is not None
+        child.process.stdin.write(celworker._HEADER.pack(len(body)) + body)
+        child.process.stdin.flush()
+        started = time.monotonic()
+        child.process.wait(timeout=30)
+        assert time.monotonic() - started < 10
+        assert child.process.returncode != 0
+    finally:
+        child.kill()
+
+
+def test_a_long_fail_message_is_clipped_and_huge_details_are_refused(user):
+    app = one_route_app(
+        user,
+        [
+            {"let": "params.s + params.s + params.s + params.s", "as": "b"},
+            {"fail": {"message": "b", "details": "{'x': params.big ? [b, b, b, b] : []}"}},
+        ],
+        input_schema={"type": "object"},
+    )
+    with pytest.raises(HandlerError) as exc:
+        run(user, app, params={"s": "y" * 1000, "big": False})
+    assert len(exc.value.message) == 2000 and exc.value.message.endswith("…")
+    with pytest.raises(OperationFailed) as refused:
+        run(user, app, params={"s": "y" * 250_000, "big": True})
+    assert "steps[1].fail.details: the value holds more than" in refused.value.message
 
 
 # --- numbers in params ---------------------------------------------------------------------------
@@ -508,3 +589,13 @@ def test_an_increment_up_to_int64_max_is_kept_exact(user):
     RecordFactory(storage=app.storage, collection="counters", record_id="c", data={"n": 2**63 - 2})
     assert run(user, app) == 2**63 - 1
     assert Route.objects.filter(app=app).count() == 1
+
+
+def test_an_expensive_regex_is_stopped_at_the_calls_cel_deadline(user, settings):
+    settings.CHARMING_ROUTES_MAX_CEL_MS = 300
+    app = one_route_app(user, [{"return": "params.s.matches('(?s)(.{0,100}a){30}0')"}], input_schema={"type": "object"})
+    started = time.monotonic()
+    with pytest.raises(OperationFailed) as exc:
+        run(user, app, params={"s": "a" * 250_000})
+    assert time.monotonic() - started < 5
+    assert exc.value.details is not None and exc.value.details["limit"] == "cel_ms"
