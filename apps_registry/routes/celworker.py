@@ -11,6 +11,10 @@ Children are plain `python -m apps_registry.routes.celworker` processes (no Djan
 connection, no inherited environment), kept in a small per-process pool and reused; one that overruns is
 killed and replaced. Messages are length-prefixed pickles over the child's stdin/stdout; both ends
 are this module.
+
+The child is a resource boundary (time, memory, the interpreter lock), not a security boundary: it
+runs as the same user, and the server unpickles its answers. That is sound while the evaluator
+itself is memory-safe (CEL has no I/O and the child runs no author code but CEL).
 """
 
 from __future__ import annotations
