@@ -1,9 +1,13 @@
 """JSON Schemas of routes: checked with `jsonschema` (Draft 2020-12) when an app is saved, and run
 on every call with `jsonschema-rs` validators built once per route version.
 
-`jsonschema-rs` matches `pattern` with a regex engine that does not backtrack catastrophically
-(patterns needing backtracking features fall back to fancy-regex, which has a backtrack limit),
-so an author's `^(a+)+$` cannot hang a call.
+`pattern` (and `patternProperties`) are matched by Rust's `regex` engine only: it never backtracks,
+so `^(a+)+$` is harmless, and its time is linear in the text but also proportional to the size of
+the compiled pattern, which counted repetitions multiply (`(.{0,100}a){30}0` compiles to megabytes
+and took 36 s on a 250 KB string). So every pattern's compiled size is capped at
+PATTERN_SIZE_LIMIT bytes, at save time and in the validators built for calls. Lookaround and
+backreferences are refused: they need fancy-regex, which runs a lookaround from every position
+(`(?!a*$)` took 53 s on 250 KB of "a", quadratic, with no backtracking to count).
 
 Schemas are self-contained: a `$ref` may only point inside the same schema ("#..."). Validators
 are built with a retriever that refuses everything, so no schema can make the server read
@@ -18,6 +22,13 @@ import jsonschema
 import jsonschema_rs
 
 MAX_ERRORS = 50
+# Bytes of compiled program a `pattern` may take in the `regex` engine. Typical author patterns
+# (`^[a-z0-9_-]{1,64}$`, emails, dates, UUIDs) take a few KB; the worst pattern admitted measured
+# ~250 ms on a 256 KiB string (the params cap), against tens of seconds without the cap.
+PATTERN_SIZE_LIMIT = 10_000
+_PATTERN_OPTIONS = jsonschema_rs.RegexOptions(size_limit=PATTERN_SIZE_LIMIT)
+# Where a "pattern" key is data rather than a keyword, so not compiled.
+_DATA_KEYWORDS = ("const", "enum", "examples", "default")
 _MAX_MESSAGE = 300
 _REFERENCE_KEYWORDS = ("$ref", "$dynamicRef")
 
@@ -27,7 +38,54 @@ def _refuse_retrieval(uri: str) -> Any:
 
 
 def _build_validator(schema: dict[str, Any] | bool) -> Any:
-    return jsonschema_rs.validator_for(schema, retriever=_refuse_retrieval)
+    return jsonschema_rs.validator_for(schema, retriever=_refuse_retrieval, pattern_options=_PATTERN_OPTIONS)
+
+
+def _compiles(pattern: str, options: Any) -> bool:
+    try:
+        jsonschema_rs.validator_for({"pattern": pattern}, pattern_options=options)
+    except Exception:
+        return False
+    return True
+
+
+def _pattern_problem(pattern: str) -> str | None:
+    """Why `pattern` is refused (None when it is accepted)."""
+    if _compiles(pattern, _PATTERN_OPTIONS):
+        return None
+    shown = repr(pattern[:100])
+    if _compiles(pattern, jsonschema_rs.RegexOptions()):
+        return (
+            f"pattern is too complex: {shown} compiles to more than {PATTERN_SIZE_LIMIT} bytes "
+            "(counted repetitions such as {0,100} multiply its size; use maxLength for lengths)"
+        )
+    if _compiles(pattern, jsonschema_rs.FancyRegexOptions()):
+        return f"pattern {shown} uses lookaround or a backreference, which are not supported"
+    return f"pattern {shown} is not a valid regular expression"
+
+
+def _pattern_problems(schema: Any, path: str = "") -> list[str]:
+    """Every refused `pattern` / `patternProperties` key in `schema`, with where it is."""
+    found: list[str] = []
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            where = f"{path}/{key}"
+            if key == "pattern" and isinstance(value, str):
+                problem = _pattern_problem(value)
+                if problem:
+                    found.append(f"{where}: {problem}")
+                continue
+            if key == "patternProperties" and isinstance(value, dict):
+                for name in value:
+                    problem = _pattern_problem(name)
+                    if problem:
+                        found.append(f"{where}: {problem}")
+            if key not in _DATA_KEYWORDS:
+                found.extend(_pattern_problems(value, where))
+    elif isinstance(schema, list):
+        for index, item in enumerate(schema):
+            found.extend(_pattern_problems(item, f"{path}/{index}"))
+    return found
 
 
 def _external_references(schema: Any, path: str = "") -> list[str]:
@@ -62,9 +120,13 @@ def schema_problems(schema: Any) -> list[str]:
     external = _external_references(schema)
     if external:
         return [f"is not self-contained at {problem}" for problem in external]
+    # Checked one by one (also in unreferenced $defs), so the error names the pattern and why.
+    patterns = _pattern_problems(schema)
+    if patterns:
+        return [f"is not usable at {problem}" for problem in patterns]
     try:
         _build_validator(schema)
-    except Exception as exc:  # e.g. a pattern the Rust regex engines cannot compile
+    except Exception as exc:  # e.g. a pattern the Rust regex engine cannot compile, or too big
         return [f"is not usable: {exc}"]
     return []
 
@@ -76,9 +138,8 @@ class SchemaValidator:
         self._validator = _build_validator(schema)
 
     def errors(self, instance: Any) -> list[dict[str, str]]:
-        if self._validator.is_valid(instance):
-            return []
-        found = []
+        # iter_errors alone, not is_valid first: a failing instance would run every pattern twice.
+        found: list[dict[str, str]] = []
         for error in self._validator.iter_errors(instance):
             found.append({"path": json_path(error.instance_path), "message": _clip_message(error.message)})
             if len(found) >= MAX_ERRORS:
