@@ -15,7 +15,7 @@ from typing import Any
 
 import mcp_types as types
 
-from apps_registry.exceptions import CharmingError
+from apps_registry.exceptions import CharmingError, InternalError
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def error_result(
         error = exc.as_envelope_error()
     else:
         logger.error("Unexpected error in MCP tool %s", tool, exc_info=exc)
-        error = {"kind": "internal_error", "message": INTERNAL_ERROR_MESSAGE}
+        error = InternalError(INTERNAL_ERROR_MESSAGE).as_envelope_error()
         advisories = None
     if envelope:
         return envelope_error(error, advisories=advisories)

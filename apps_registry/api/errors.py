@@ -9,7 +9,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from apps_registry.exceptions import CharmingError
+from apps_registry.exceptions import CharmingError, InternalError
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +29,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return response
     logger.exception("Unexpected error in %s", context.get("view"))
     return Response(
-        {"ok": False, "error": {"kind": "internal_error", "message": "Internal error; it has been logged."}},
+        {"ok": False, "error": InternalError("Internal error; it has been logged.").as_envelope_error()},
         status=status.HTTP_500_INTERNAL_SERVER_ERROR,
     )

@@ -91,6 +91,16 @@ def interrupted(hint: str) -> CommandError:
     return CommandError(f"Interrupted. {hint}", returncode=EXIT_INTERRUPTED)
 
 
+def add_batch_size_argument(parser: Any, default: int) -> None:
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=default,
+        metavar="N",
+        help=f"Records deleted per transaction (default {default}).",
+    )
+
+
 def positive_batch_size(value: int) -> int:
     if value < 1:
         raise CommandError(f"--batch-size must be a positive number of records, got {value}.", returncode=EXIT_USAGE)

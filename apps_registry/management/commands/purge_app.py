@@ -13,6 +13,7 @@ from apps_registry.management.commands._ops import (
     EXIT_USAGE,
     OpsCommand,
     Progress,
+    add_batch_size_argument,
     confirm,
     declined,
     interrupted,
@@ -32,13 +33,7 @@ class Command(OpsCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("app_id", metavar="APP_ID")
         parser.add_argument("--yes", action="store_true", help="Do not ask for confirmation.")
-        parser.add_argument(
-            "--batch-size",
-            type=int,
-            default=DEFAULT_BATCH_SIZE,
-            metavar="N",
-            help=f"Records deleted per transaction (default {DEFAULT_BATCH_SIZE}).",
-        )
+        add_batch_size_argument(parser, DEFAULT_BATCH_SIZE)
 
     def handle(self, *args: Any, app_id: str, yes: bool, batch_size: int, **options: Any) -> None:
         positive_batch_size(batch_size)

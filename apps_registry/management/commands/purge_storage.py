@@ -14,6 +14,7 @@ from apps_registry.management.commands._ops import (
     EXIT_USAGE,
     OpsCommand,
     Progress,
+    add_batch_size_argument,
     confirm,
     declined,
     describe_storage,
@@ -51,13 +52,7 @@ class Command(OpsCommand):
             help="Purge the retained storage of this deleted app, whatever its age (asks for confirmation).",
         )
         parser.add_argument("--dry-run", action="store_true", help="List what would be purged and delete nothing.")
-        parser.add_argument(
-            "--batch-size",
-            type=int,
-            default=DEFAULT_BATCH_SIZE,
-            metavar="N",
-            help=f"Records deleted per transaction (default {DEFAULT_BATCH_SIZE}).",
-        )
+        add_batch_size_argument(parser, DEFAULT_BATCH_SIZE)
         parser.add_argument("--yes", action="store_true", help="Do not ask for confirmation (with --app-id).")
 
     def handle(
