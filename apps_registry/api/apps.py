@@ -6,7 +6,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps_registry.selectors import app_memberships_for
+from apps_registry.selectors import app_listings_for
 
 
 class AppListView(APIView):
@@ -14,7 +14,7 @@ class AppListView(APIView):
 
     def get(self, request: Request) -> Response:
         apps = [
-            {"id": str(m.app.id), "name": m.app.name, "description": m.app.description, "role": m.role}
-            for m in app_memberships_for(request.user)
+            {"id": str(a.id), "name": a.name, "description": a.description, "role": a.role}
+            for a in app_listings_for(request.user)
         ]
         return Response({"ok": True, "value": apps})

@@ -9,9 +9,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps_registry.access import app_for
 from apps_registry.exceptions import InvalidInput
 from apps_registry.models import Feedback
-from apps_registry.selectors import app_get_visible, feedback_sent_by
+from apps_registry.selectors import feedback_sent_by
 from apps_registry.services.feedback import feedback_send
 
 
@@ -41,7 +42,7 @@ class AppFeedbackView(APIView):
         return Response({"ok": True, "value": _feedback_json(feedback)}, status=status.HTTP_201_CREATED)
 
     def get(self, request: Request, app_id: str) -> Response:
-        app, _role = app_get_visible(user=request.user, app_id=app_id)
+        app, _role = app_for(actor=request.user, app_id=app_id, need="read")
         items = [_feedback_json(f) for f in feedback_sent_by(user=request.user, app=app)]
         return Response({"ok": True, "value": items})
 

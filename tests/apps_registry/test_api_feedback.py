@@ -6,8 +6,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps_registry.access import membership_set
 from apps_registry.models import Feedback, FeedbackResponse
-from apps_registry.services.apps import membership_set
 from apps_registry.services.tokens import token_create
 from tests.factories import make_app
 
@@ -69,7 +69,7 @@ def test_malformed_app_id_is_not_found_json_not_an_html_page(user):
     assert response.status_code == 404
     assert response.json()["error"] == {
         "kind": "not_found",
-        "message": "No app with id not-a-uuid exists or is visible to you. Use list_apps to see your apps.",
+        "message": "No app with id not-a-uuid exists or is visible to you. GET /api/apps/ lists your apps.",
     }
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from apps_registry.access import membership_set
 from apps_registry.models import Record
-from apps_registry.services.apps import membership_set
 from apps_registry.services.definitions import app_definition_save
 from apps_registry.services.tokens import token_create
 from tests.mcp_tools.test_mutate_app import DEFINITION
@@ -45,7 +45,7 @@ def test_domain_errors_keep_their_kind_and_message(api, budget):
     assert response.status_code == 404
     assert response.json()["error"] == {
         "kind": "unknown_op",
-        "message": "'count_expenses' is a query route: call it with query_app, not mutate_app.",
+        "message": '\'count_expenses\' is a query route: run it with "kind": "query", not "mutation".',
     }
 
 

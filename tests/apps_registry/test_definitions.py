@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
+from apps_registry.access import membership_set
 from apps_registry.exceptions import Forbidden, InvalidDefinition, NotFound
 from apps_registry.models import Advisory, App, Role, Route
-from apps_registry.services.apps import membership_set
 from apps_registry.services.definitions import app_definition_clear, app_definition_export, app_definition_save
 from tests.apps_registry.route_helpers import example, records, run
 from tests.factories import AdvisoryFactory
@@ -117,7 +117,9 @@ def test_only_the_owner_may_replace_and_strangers_see_not_found(user, other_user
     membership_set(actor=user, app=app, user=other_user, role=Role.EDITOR)
     with pytest.raises(Forbidden) as exc:
         app_definition_save(actor=other_user, definition=example("todo"), app_id=app.id)
-    assert exc.value.message.startswith("Only the app's owner can replace its definition")
+    assert exc.value.message == (
+        "Only the app's owner can read or change the definition of app 'To-do'; you are an editor, not the owner."
+    )
 
 
 def test_saving_with_an_unused_app_id_creates_the_app_with_that_id(user):

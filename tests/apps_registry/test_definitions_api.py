@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from apps_registry.access import membership_set
 from apps_registry.models import App, Role
-from apps_registry.services.apps import membership_set
 from apps_registry.services.tokens import token_create
 from tests.apps_registry.route_helpers import example
 

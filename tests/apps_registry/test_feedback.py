@@ -4,9 +4,9 @@ import uuid
 
 import pytest
 
+from apps_registry.access import membership_set
 from apps_registry.exceptions import InvalidInput, NotFound
 from apps_registry.models import Feedback
-from apps_registry.services.apps import membership_set
 from apps_registry.services.feedback import FEEDBACK_MAX_CHARS, feedback_send
 from tests.factories import UserFactory, make_app
 

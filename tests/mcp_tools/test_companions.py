@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from jsonschema import Draft202012Validator
 
+from apps_registry.access import membership_set
 from apps_registry.models import Feedback, FeedbackResponse
-from apps_registry.services.apps import membership_set
 from apps_registry.services.definitions import app_definition_save
 from apps_registry.services.staff import feedback_respond
 from mcp_tools.contracts import CONTRACTS

@@ -9,8 +9,8 @@ import pytest
 from django.test import override_settings
 from mcp.shared.exceptions import MCPError
 
+from apps_registry.access import membership_set
 from apps_registry.models import App, AuditEvent, Record, Storage
-from apps_registry.services.apps import membership_set
 from tests.factories import RecordFactory, make_app
 from tests.mcp_tools.conftest import (
     LEGACY,

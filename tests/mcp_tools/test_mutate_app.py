@@ -6,8 +6,8 @@ import uuid
 import pytest
 from jsonschema import Draft202012Validator
 
+from apps_registry.access import membership_set
 from apps_registry.models import Record
-from apps_registry.services.apps import membership_set
 from apps_registry.services.definitions import app_definition_save
 from mcp_tools.contracts import CONTRACTS
 from tests.mcp_tools.conftest import MODES, call_tool, call_tool_error, call_tool_ok, text_of
