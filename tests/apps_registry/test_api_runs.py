@@ -84,3 +84,24 @@ def test_without_a_token_it_is_401(budget):
     response = APIClient().post(f"/api/apps/{budget.id}/run/add_expense/", {}, format="json")
 
     assert response.status_code == 401
+
+
+def test_a_run_carries_the_apps_advisories_and_delivers_a_staff_answer_once(api, budget, user, staff):
+    from apps_registry.services.staff import feedback_respond
+    from tests.factories import AdvisoryFactory, FeedbackFactory
+
+    AdvisoryFactory(app=budget, kind="find-without-limit", summary="s", user_summary="", data={})
+    answer = feedback_respond(staff=staff, feedback=FeedbackFactory(app=budget, author=user), body="Done.")
+    url = f"/api/apps/{budget.id}/run/count_expenses/"
+
+    first = api.post(url, {"kind": "query"}, format="json").json()
+    second = api.post(url, {"kind": "query"}, format="json").json()
+
+    stored, delivered = first["advisories"]
+    assert stored == {"kind": "find-without-limit", "severity": "warn", "summary": "s"}
+    assert delivered["kind"] == "feedback-response"
+    assert delivered["user_summary"] == "Charming staff answered your feedback about 'Budget': Done."
+    assert delivered["data"]["response_id"] == str(answer.pk)
+    assert [a["kind"] for a in second["advisories"]] == ["find-without-limit"]
+    answer.refresh_from_db()
+    assert answer.read_at is not None

@@ -9,12 +9,12 @@ from apps_registry.access import membership_set
 from apps_registry.models import Feedback, FeedbackResponse
 from apps_registry.services.definitions import app_definition_save
 from apps_registry.services.staff import feedback_respond
-from mcp_tools.contracts import CONTRACTS
+from mcp_tools.registry import TOOLS
 from tests.factories import AdvisoryFactory, FeedbackFactory, make_app
 from tests.mcp_tools.conftest import MODES, call_tool_error, call_tool_ok, text_of
 from tests.mcp_tools.test_mutate_app import DEFINITION
 
-OUTPUT = {name: Draft202012Validator(contract["outputSchema"]) for name, contract in CONTRACTS.items()}
+OUTPUT = {tool.name: Draft202012Validator(tool.contract["outputSchema"]) for tool in TOOLS}
 
 
 def valid(tool, result):

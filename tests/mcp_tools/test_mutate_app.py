@@ -9,9 +9,10 @@ from jsonschema import Draft202012Validator
 from apps_registry.access import membership_set
 from apps_registry.models import Record
 from apps_registry.services.definitions import app_definition_save
-from mcp_tools.contracts import CONTRACTS
+from mcp_tools.registry import TOOLS
 from tests.mcp_tools.conftest import MODES, call_tool, call_tool_error, call_tool_ok, text_of
 
+CONTRACTS = {tool.name: tool.contract for tool in TOOLS}
 MUTATE_OUTPUT = Draft202012Validator(CONTRACTS["mutate_app"]["outputSchema"])
 QUERY_OUTPUT = Draft202012Validator(CONTRACTS["query_app"]["outputSchema"])
 
