@@ -11,7 +11,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from apps_registry.exceptions import AuthenticationFailed
+from apps_registry.exceptions import AuthenticationFailed, InvalidInput
 from apps_registry.models import ApiToken
 
 TOKEN_PREFIX = "chm_"
@@ -32,7 +32,10 @@ def token_hash(plaintext: str) -> str:
 def token_create(*, user: Any, name: str = "default", expires_days: int | None = None) -> IssuedToken:
     """Issue a token. The plaintext is returned once here and never stored."""
     if expires_days is not None and expires_days <= 0:
-        raise ValueError(f"expires_days must be a positive number of days, got {expires_days}")
+        raise InvalidInput(
+            f"A token's lifetime must be a positive number of days, got {expires_days}.",
+            errors=[{"path": "$.expires_days", "message": "must be a positive number of days"}],
+        )
     prefix = secrets.token_hex(4)
     plaintext = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
     expires_at = timezone.now() + timedelta(days=expires_days) if expires_days else None

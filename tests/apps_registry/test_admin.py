@@ -206,7 +206,7 @@ def test_restore_action_offers_only_the_owners_apps_and_restores(client, staff, 
     assert response.status_code == 302
     storage.refresh_from_db()
     assert storage.app == mine and storage.detached_at is None
-    assert AuditEvent.objects.get(action="storage.restore").details["via"] == "admin"
+    assert AuditEvent.objects.get(action="storage.restore").details["confirmed_via"] == "admin"
 
 
 def test_restore_action_outside_the_window_shows_the_refusal(client, staff, user, settings):

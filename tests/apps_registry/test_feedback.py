@@ -76,3 +76,18 @@ def test_feedback_from_one_user_does_not_attach_to_another_users_app(user):
     make_app(owner=UserFactory(username="carol"), name="Theirs")
     feedback_send(actor=user, app_id=mine.id, body="ok")
     assert list(Feedback.objects.values_list("app__name", flat=True)) == ["Mine"]
+
+
+def test_only_staff_answer_feedback_and_an_answer_needs_a_body(user, staff):
+    from apps_registry.exceptions import Forbidden, InvalidInput
+    from apps_registry.services.staff import feedback_respond
+    from tests.factories import FeedbackFactory
+
+    feedback = FeedbackFactory(author=user)
+    with pytest.raises(Forbidden) as refused:
+        feedback_respond(staff=user, feedback=feedback, body="Sure.")
+    assert refused.value.message == "Only staff can answer feedback."
+    with pytest.raises(InvalidInput) as empty:
+        feedback_respond(staff=staff, feedback=feedback, body="  ")
+    assert empty.value.message == "A response needs a body: write the answer to the user's feedback."
+    assert not feedback.responses.exists()

@@ -88,3 +88,13 @@ def test_create_token_command_rejects_unknown_user_and_bad_expiry(user):
         call_command("create_token", "zed")
     with pytest.raises(CommandError, match="--expires-days must be a positive number of days, got 0"):
         call_command("create_token", "alice", "--expires-days", "0")
+
+
+@pytest.mark.parametrize("days", [0, -3])
+def test_a_token_lifetime_that_is_not_positive_is_invalid_input(user, days):
+    from apps_registry.exceptions import InvalidInput
+
+    with pytest.raises(InvalidInput) as exc:
+        token_create(user=user, expires_days=days)
+    assert exc.value.message == f"A token's lifetime must be a positive number of days, got {days}."
+    assert not ApiToken.objects.exists()
