@@ -110,5 +110,5 @@ def _is_uuid(value: uuid.UUID | str) -> bool:
 
 
 def routes_of(app: App) -> QuerySet[Route]:
-    """The app's routes, by name: what get_app shows."""
+    """The app's routes, by name."""
     return Route.objects.filter(app=app).order_by("name")

@@ -132,7 +132,7 @@ def app_definition_export(*, actor: Any, app_id: uuid.UUID | str) -> dict[str, A
 @transaction.atomic
 def app_definition_clear(*, actor: Any, app_id: uuid.UUID | str) -> App:
     """Remove an app's routes and declared collections (for those who may author it). The app and its records stay:
-    deleting an app is delete_app's job, with its confirmation and audit trail."""
+    deleting an app is app_delete's job, with its confirmation and audit trail."""
     app, _role = app_for(actor=actor, app_id=app_id, need="author", for_update=True)
     route_ids = list(Route.objects.filter(app=app).values_list("pk", flat=True))
     Route.objects.filter(app=app).delete()
