@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from rest_framework import exceptions as drf_exceptions
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from apps_registry.exceptions import AppNotFound, CharmingError, InternalError, RouteKindMismatch
+from apps_registry.services.tokens import MISSING_TOKEN_MESSAGE
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     response = drf_exception_handler(exc, context)
     if response is not None:
         detail = response.data.get("detail") if isinstance(response.data, dict) else None
+        if isinstance(exc, drf_exceptions.NotAuthenticated):  # no authenticator recognised a credential
+            detail = MISSING_TOKEN_MESSAGE
         message = str(detail) if detail is not None else "The request is invalid."
         kind = getattr(exc, "default_code", "invalid_request")
         error: dict[str, Any] = {"kind": "unauthenticated" if response.status_code == 401 else kind, "message": message}

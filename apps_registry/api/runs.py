@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps_registry.api.inputs import InputSerializer, input_validated
+from apps_registry.api.serializers import StrictInputSerializer, input_validated
 from apps_registry.services.advisories import AdvisoryNote, advisories_deliver
 from apps_registry.services.routes import route_run
 
@@ -44,7 +44,7 @@ class RouteRunView(APIView):
     feedback is delivered once, on whichever transport comes first).
     """
 
-    class InputSerializer(InputSerializer):
+    class InputSerializer(StrictInputSerializer):
         example = '{"params": {...}, "kind": "mutation"}'
         takes = "a run takes only 'params' and 'kind'."
 

@@ -17,6 +17,7 @@ from apps_registry.models import ApiToken
 TOKEN_PREFIX = "chm_"
 # Last-used is written at most this often per token, so authentication stays read-mostly.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+MISSING_TOKEN_MESSAGE = "Missing token: send the header 'Authorization: Bearer <token>'."
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def token_create(*, user: Any, name: str = "default", expires_days: int | None =
 def token_authenticate(*, plaintext: str | None) -> ApiToken:
     """Resolve a bearer token to its ApiToken, or say exactly why it is refused (never echoing it)."""
     if not plaintext:
-        raise AuthenticationFailed("Missing token: send the header 'Authorization: Bearer <token>'.")
+        raise AuthenticationFailed(MISSING_TOKEN_MESSAGE)
     token = ApiToken.objects.select_related("user").filter(secret_hash=token_hash(plaintext)).first()
     if token is None:
         raise AuthenticationFailed("Unknown token: no such API token exists. Create one with manage.py create_token.")

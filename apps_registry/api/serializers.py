@@ -1,4 +1,5 @@
-"""Checking a request body with a view's InputSerializer, refusing it as the domain's InvalidInput.
+"""What the API's views share: checking a body with a view's InputSerializer (refused as the domain's
+InvalidInput), and the fields their OutputSerializers need.
 
 DRF ignores fields a serializer does not declare and words its errors per field; a caller of this
 API gets one InvalidInput naming what to fix, with each problem's JSON path, as the MCP tools do.
@@ -13,7 +14,7 @@ from rest_framework import serializers
 from apps_registry.exceptions import InvalidInput
 
 
-class InputSerializer(serializers.Serializer):
+class StrictInputSerializer(serializers.Serializer):
     """A request body: a JSON object with only the declared fields.
 
     `example` (a body to show) and `takes` (its fields in words) word the refusals.
@@ -23,7 +24,7 @@ class InputSerializer(serializers.Serializer):
     takes: str = ""
 
 
-def input_validated(serializer_class: type[InputSerializer], data: Any) -> dict[str, Any]:
+def input_validated(serializer_class: type[StrictInputSerializer], data: Any) -> dict[str, Any]:
     """The body's validated fields, or InvalidInput naming each problem with its JSON path."""
     if not isinstance(data, dict):
         raise InvalidInput(
@@ -46,3 +47,10 @@ def input_validated(serializer_class: type[InputSerializer], data: Any) -> dict[
         raise InvalidInput(" ".join(e["message"] for e in errors), errors=errors)
     validated: dict[str, Any] = dict(serializer.validated_data)
     return validated
+
+
+class IsoDateTimeField(serializers.Field):
+    """A timestamp as Python's isoformat() writes it (DRF's own field would turn +00:00 into Z)."""
+
+    def to_representation(self, value: Any) -> str:
+        return str(value.isoformat())
