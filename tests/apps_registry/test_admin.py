@@ -50,10 +50,18 @@ def test_every_changelist_and_change_page_renders_for_staff(client, staff, popul
         assert response.status_code == 200, model
 
 
-def test_admin_search_boxes_find_things(client, staff, populated):
+def test_admin_app_search_finds_the_matching_app_and_not_the_other(client, staff, user, other_user):
+    wanted = make_app(owner=user, name="Holiday planner")
+    unwanted = make_app(owner=other_user, name="Grocery list")
     client.force_login(staff)
-    response = client.get(admin_url(type(populated.app), "changelist"), {"q": populated.app.name})
-    assert populated.app.name in response.content.decode()
+    response = client.get(admin_url(App, "changelist"), {"q": "holiday"})
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == [wanted]
+    body = response.content.decode()
+    assert wanted.name in body and unwanted.name not in body
+    # Without a query both are listed: the search, not the page, is what left the other one out.
+    unfiltered = client.get(admin_url(App, "changelist"))
+    assert set(unfiltered.context["cl"].result_list) == {wanted, unwanted}
 
 
 def test_non_staff_is_refused_everywhere(client, populated):
