@@ -118,6 +118,11 @@ def test_records_and_audit_are_read_only_in_admin(client, staff, populated):
     client.force_login(staff)
     storage = Storage.objects.first()
     assert client.get(admin_url(Storage, "delete", storage.pk)).status_code == 403
+    assert client.post(admin_url(Storage, "delete", storage.pk), {"post": "yes"}).status_code == 403
+    assert Storage.objects.filter(pk=storage.pk).exists()
+    record = Record.objects.first()
+    assert client.post(admin_url(Record, "delete", record.pk), {"post": "yes"}).status_code == 403
+    assert Record.objects.filter(pk=record.pk).exists()
     event = AuditEvent.objects.first()
     assert client.post(admin_url(AuditEvent, "delete", event.pk), {"post": "yes"}).status_code == 403
     assert AuditEvent.objects.filter(pk=event.pk).exists()
@@ -150,6 +155,8 @@ def test_stock_app_delete_is_replaced_by_the_audited_purge(client, staff):
     app = make_app(name="Budget")
     client.force_login(staff)
     assert client.get(admin_url(App, "delete", app.pk)).status_code == 403
+    assert client.post(admin_url(App, "delete", app.pk), {"post": "yes"}).status_code == 403
+    assert App.objects.filter(pk=app.pk).exists()
     assert offered_actions(client, App) == {"purge_selected"}
 
 
@@ -178,9 +185,13 @@ def test_purge_and_restore_actions_need_their_permissions(client, user):
     clerk = grant(UserFactory(username="clerk", is_staff=True), "view_app", "view_storage")
     client.force_login(clerk)
     assert offered_actions(client, App) == set() and offered_actions(client, Storage) == set()
-    post_action(client, App, "purge_selected", [app.pk], confirmed="yes")
-    post_action(client, Storage, "purge_selected", [storage.pk], confirmed="yes")
+    for model, pk in ((App, app.pk), (Storage, storage.pk)):
+        # With no action allowed, the POST is ignored: the plain list comes back, with no message.
+        ignored = post_action(client, model, "purge_selected", [pk], confirmed="yes")
+        assert ignored.status_code == 200 and ignored.context["cl"].model is model, model
+        assert list(get_messages(ignored.wsgi_request)) == [], model
     assert App.objects.filter(pk=app.pk).exists() and Storage.objects.filter(pk=storage.pk).exists()
+    assert not AuditEvent.objects.filter(action__in=["app.purge", "storage.purge"]).exists()
 
     clerk = grant(clerk, "purge_storage", "restore_storage", "purge_app")
     client.force_login(clerk)
