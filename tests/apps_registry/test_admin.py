@@ -81,18 +81,30 @@ def test_token_pages_never_show_the_secret(client, staff, user):
         assert issued.plaintext not in body and issued.token.secret_hash not in body
 
 
-def test_revoke_action_revokes_tokens(client, staff, user):
+def test_revoke_action_revokes_the_selected_tokens_only(client, staff, user):
     issued = token_create(user=user)
+    kept = token_create(user=user, name="other laptop")
     client.force_login(staff)
-    client.post(admin_url(ApiToken, "changelist"), {"action": "revoke_selected", "_selected_action": [issued.token.pk]})
+    response = client.post(
+        admin_url(ApiToken, "changelist"), {"action": "revoke_selected", "_selected_action": [issued.token.pk]}
+    )
+    assert response.status_code == 302
+    assert [str(m) for m in get_messages(response.wsgi_request)] == ["Revoked 1 token(s)."]
     assert ApiToken.objects.get(pk=issued.token.pk).revoked
+    assert not ApiToken.objects.get(pk=kept.token.pk).revoked
 
 
-def test_resolve_action_resolves_advisories(client, staff, populated):
+def test_resolve_action_resolves_the_selected_advisories_only(client, staff, populated):
+    other = AdvisoryFactory(app=populated.app, kind="find-without-limit")
     client.force_login(staff)
-    client.post(admin_url(Advisory, "changelist"), {"action": "resolve_selected", "_selected_action": [populated.pk]})
+    response = client.post(
+        admin_url(Advisory, "changelist"), {"action": "resolve_selected", "_selected_action": [populated.pk]}
+    )
+    assert [str(m) for m in get_messages(response.wsgi_request)] == ["Resolved 1 advisory."]
     populated.refresh_from_db()
     assert populated.resolved and populated.resolved_at is not None
+    other.refresh_from_db()
+    assert not other.resolved and other.resolved_at is None
 
 
 def test_staff_answer_on_the_feedback_page_records_who_answered(client, staff):

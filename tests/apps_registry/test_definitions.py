@@ -149,6 +149,7 @@ def test_clearing_removes_routes_but_keeps_the_app_and_its_records(user):
     run(user, app, "set_budget", {"limit": 10})
     app_definition_clear(actor=user, app_id=app.id)
     assert not Route.objects.filter(app=app).exists()
+    assert App.objects.filter(pk=app.pk).exists()
     assert records(app, "budgets")["current"]["limit"] == 10.0
 
 

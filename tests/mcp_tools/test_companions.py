@@ -121,6 +121,11 @@ def test_a_staff_answer_reaches_only_the_author_of_the_feedback(live, alice, bob
     assert "advisories" not in result.structured_content
     response.refresh_from_db()
     assert response.read_at is None
+    # The same call by the author does carry it: bob's result lacked it because it is not his.
+    authors = call_tool_ok(live, alice, mode, "get_app", {"app_id": str(budget.id)})
+    assert [a["kind"] for a in valid("get_app", authors)["advisories"]] == ["feedback-response"]
+    response.refresh_from_db()
+    assert response.read_at is not None
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -164,10 +169,14 @@ def test_list_apps_result_satisfies_its_output_schema(live, alice, budget, mode)
     valid("list_apps", call_tool_ok(live, alice, mode, "list_apps", {}))
 
 
-def test_unanswered_feedback_produces_no_advisory(live, alice, budget):
-    FeedbackFactory(app=budget, author=alice.user)
+def test_unanswered_feedback_produces_no_advisory(live, alice, staff, budget):
+    feedback = FeedbackFactory(app=budget, author=alice.user)
 
     result = call_tool_ok(live, alice, "2026-07-28", "get_app", {"app_id": str(budget.id)})
 
     assert "advisories" not in result.structured_content
-    assert not FeedbackResponse.objects.exists()
+    # Once answered, the same call carries the answer: it was the missing answer that left it out.
+    feedback_respond(staff=staff, feedback=feedback, body="Answered.")
+    answered = call_tool_ok(live, alice, "2026-07-28", "get_app", {"app_id": str(budget.id)})
+    assert [a["kind"] for a in valid("get_app", answered)["advisories"]] == ["feedback-response"]
+    assert FeedbackResponse.objects.get(feedback=feedback).read_at is not None
