@@ -50,7 +50,7 @@ def refusal_message(*, app_name: str, role: str, need: Need) -> str:
     """The one wording of each refusal (the domain's words; transports may name their own tools)."""
     if need == "mutate":
         return (
-            f"You are {_with_article(role)} of app '{app_name}'; {role}s may only read and query it. "
+            f"You are {_with_article(role)} of app '{app_name}'; {role}s may only query and read it. "
             "Ask the owner for editor access to change its data."
         )
     if need == "author":

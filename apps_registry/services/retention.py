@@ -25,6 +25,9 @@ from apps_registry.services.apps import audit_record
 
 DEFAULT_BATCH_SIZE = 1000
 # Called after each committed batch with (records deleted so far in this run, records present at the start).
+# It runs between two batches, outside any transaction and holding no lock: the commands report progress
+# with it, and tests use it as the seam where a concurrent restore lands exactly between two batches (a
+# hook may block; the purge resumes, and re-checks the storage under lock, when it returns).
 BatchHook = Callable[[int, int], None]
 
 

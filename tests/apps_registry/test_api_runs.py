@@ -60,6 +60,8 @@ def test_a_viewer_cannot_mutate(api, budget, other_user):
 
     assert response.status_code == 403
     assert response.json()["error"]["kind"] == "forbidden"
+    assert response.json()["error"]["message"].startswith("You are a viewer of app 'Budget'; viewers may only query")
+    assert not Record.objects.exists()
 
 
 @pytest.mark.parametrize(
@@ -84,6 +86,11 @@ def test_without_a_token_it_is_401(budget):
     response = APIClient().post(f"/api/apps/{budget.id}/run/add_expense/", {}, format="json")
 
     assert response.status_code == 401
+    assert response.json()["error"] == {
+        "kind": "unauthenticated",
+        "message": "Missing token: send the header 'Authorization: Bearer <token>'.",
+    }
+    assert not Record.objects.exists()
 
 
 def test_a_run_carries_the_apps_advisories_and_delivers_a_staff_answer_once(api, budget, user, staff):

@@ -9,6 +9,7 @@ from apps_registry.exceptions import InvalidInput, NotFound
 from apps_registry.models import Feedback
 from apps_registry.services.feedback import FEEDBACK_MAX_CHARS, feedback_send
 from tests.factories import UserFactory, make_app
+from tests.messages import app_not_found
 
 pytestmark = pytest.mark.django_db
 
@@ -36,6 +37,7 @@ def test_non_member_gets_not_found_like_a_missing_app(user, other_user):
     with pytest.raises(NotFound) as missing:
         feedback_send(actor=other_user, app_id=missing_id, body="hi")
     assert hidden.value.kind == "not_found"
+    assert hidden.value.message.startswith(app_not_found(app.id))
     assert hidden.value.message == missing.value.message.replace(str(missing_id), str(app.id))
     assert Feedback.objects.count() == 0
 

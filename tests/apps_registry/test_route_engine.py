@@ -107,7 +107,7 @@ def test_viewers_may_query_but_not_mutate(user, other_user, budget):
     with pytest.raises(Forbidden) as exc:
         run(other_user, budget, "add_expense", {"amount": 1, "category": "x"})
     assert exc.value.message == (
-        "You are a viewer of app 'Budget'; viewers may only read and query it. "
+        "You are a viewer of app 'Budget'; viewers may only query and read it. "
         "Ask the owner for editor access to change its data."
     )
 
