@@ -109,6 +109,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # django-axes announces its configuration at every start (and every manage.py command); lockouts still log.
+    "loggers": {"axes.apps": {"level": "WARNING"}},
 }
 
 # --- Charming ---
