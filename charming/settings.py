@@ -172,7 +172,6 @@ CHARMING_MCP_SESSION_IDLE_SECONDS = env.int("CHARMING_MCP_SESSION_IDLE_SECONDS",
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
-LOGOUT_REDIRECT_URL = "home"
 # Mail for password resets. The console backend prints messages to the server's output (offline runs);
 # production sets e.g. django.core.mail.backends.smtp.EmailBackend and the EMAIL_HOST_* values.
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")

@@ -11,7 +11,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("accounts/signup/", views.signup, name="signup"),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(next_page="home"), name="logout"),
     path(
         "accounts/password/change/",
         auth_views.PasswordChangeView.as_view(template_name="accounts/password_change_form.html"),
@@ -24,7 +24,7 @@ urlpatterns = [
     ),
     path(
         "accounts/password/reset/",
-        auth_views.PasswordResetView.as_view(
+        views.PasswordResetView.as_view(
             template_name="accounts/password_reset_form.html",
             email_template_name="accounts/password_reset_email.txt",
             subject_template_name="accounts/password_reset_subject.txt",

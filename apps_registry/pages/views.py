@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login, logout
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.contrib.auth.forms import PasswordResetForm
+from django.forms import Form
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
@@ -139,6 +143,24 @@ def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
         raise Http404(error.message) from None
     messages.success(request, f"Token “{token.name}” ({token.prefix}…) is revoked; hosts using it are refused now.")
     return redirect("connect")
+
+
+class PasswordResetView(auth_views.PasswordResetView):
+    """Django's reset view, with the mailed link on CHARMING_PUBLIC_URL rather than the request's Host."""
+
+    def form_valid(self, form: Form) -> HttpResponse:
+        public = urlsplit(settings.CHARMING_PUBLIC_URL)
+        assert isinstance(form, PasswordResetForm)
+        form.save(
+            domain_override=public.netloc,
+            use_https=public.scheme == "https",
+            token_generator=self.token_generator,
+            from_email=self.from_email,
+            email_template_name=self.email_template_name,
+            subject_template_name=self.subject_template_name,
+            request=self.request,
+        )
+        return HttpResponseRedirect(self.get_success_url())
 
 
 def _connect_page(request: HttpRequest, *, form: TokenCreateForm, status: int = 200) -> HttpResponse:

@@ -9,8 +9,9 @@ from django.contrib.auth import get_user_model, password_validation
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError
 
-from apps_registry.exceptions import Forbidden, InvalidInput
+from apps_registry.exceptions import Forbidden, InvalidInput, OperationFailed
 from apps_registry.models import App
 from apps_registry.services.apps import DeletionResult, app_delete, audit_record
 
@@ -94,5 +95,12 @@ def account_delete(*, actor: Any, password: str, purge_storage: bool = False) ->
             "purge_storage": purge_storage,
         },
     )
-    user.delete()
+    try:
+        user.delete()
+    except ProtectedError:
+        # Something the account still holds appeared meanwhile (an agent created an app): undo it all.
+        raise OperationFailed(
+            "The account changed while it was being deleted (for example an agent created an app); nothing was "
+            "deleted. Try again."
+        ) from None
     return AccountDeletionResult(username=username, apps=deleted)

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from apps_registry.exceptions import Forbidden, InvalidInput
-from apps_registry.models import ApiToken, App, AuditEvent, Feedback, Membership, Storage
+from apps_registry.exceptions import Forbidden, InvalidInput, OperationFailed
+from apps_registry.models import ApiToken, App, AuditEvent, Feedback, FeedbackResponse, Membership, Storage
 from apps_registry.services.accounts import account_create, account_delete
 from apps_registry.services.apps import app_delete, membership_set
 from apps_registry.services.tokens import token_create
@@ -117,3 +117,16 @@ def test_account_delete_also_frees_storage_retained_from_earlier_deletions():
     app_delete(actor=carol, app_id=old.id, purge_storage=False, confirmed_via="confirm_parameter")
     account_delete(actor=carol, password=PASSWORD)
     assert Storage.objects.get(app_uuid=old.id).owner is None
+
+
+def test_account_delete_undoes_everything_when_something_still_needs_the_account():
+    carol = person()
+    budget = make_app(owner=carol, name="Budget")
+    # A former staff member's answer to feedback protects their account (FeedbackResponse.staff_author).
+    FeedbackResponse.objects.create(feedback=FeedbackFactory(), staff_author=carol, body="Fixed.")
+    with pytest.raises(OperationFailed) as caught:
+        account_delete(actor=carol, password=PASSWORD)
+    assert caught.value.message.startswith("The account changed while it was being deleted")
+    assert App.objects.filter(pk=budget.pk).exists()
+    assert get_user_model().objects.filter(username="carol").exists()
+    assert not AuditEvent.objects.exists()

@@ -184,12 +184,14 @@ def test_change_password_refuses_a_wrong_old_password(signed_in, carol):
     assert "Your old password was entered incorrectly." in text(response)
 
 
-def test_reset_password_by_email(client, carol):
+def test_reset_password_by_email(client, carol, settings):
+    settings.CHARMING_PUBLIC_URL = "https://charming.example.com"
     response = client.post(reverse("password_reset"), {"email": "carol@example.com"})
     assert response["Location"] == reverse("password_reset_done")
     assert len(mail.outbox) == 1 and mail.outbox[0].to == ["carol@example.com"]
     assert mail.outbox[0].subject == "Reset your Charming password"
-    link = re.search(r"http://testserver(/accounts/password/reset/\S+/)", mail.outbox[0].body).group(1)
+    assert "your Charming account on charming.example.com" in mail.outbox[0].body
+    link = re.search(r"https://charming.example.com(/accounts/password/reset/\S+/)", mail.outbox[0].body).group(1)
     form = client.get(link, follow=True)
     assert "Choose a new password" in text(form)
     new = "a brand new passphrase 3"
