@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from django import forms
-from django.contrib.auth import password_validation
+from django.contrib.auth import get_user_model, password_validation
 from django.contrib.auth.forms import UsernameField
+from django.core.exceptions import ValidationError
 
 from apps_registry.models import ApiToken
 
@@ -36,6 +37,13 @@ class SignUpForm(forms.Form):
         cleaned = super().clean() or {}
         if cleaned.get("password1") and cleaned.get("password2") and cleaned["password1"] != cleaned["password2"]:
             self.add_error("password2", "The two passwords differ.")
+        if cleaned.get("password1") and self.errors:
+            # account_create decides; this only lists the password's problems beside the other fields' at once.
+            user = get_user_model()(username=cleaned.get("username", ""), email=cleaned.get("email", ""))
+            try:
+                password_validation.validate_password(str(cleaned["password1"]), user=user)
+            except ValidationError as error:
+                self.add_error("password1", error)
         return cleaned
 
 

@@ -359,3 +359,13 @@ def test_revoke_needs_the_csrf_token(carol):
     assert client.post(reverse("token_revoke", args=[token.pk])).status_code == 403
     token.refresh_from_db()
     assert not token.revoked
+
+
+def test_sign_up_lists_the_passwords_problems_beside_other_fields(client):
+    response = client.post(
+        reverse("signup"),
+        {"username": "dave", "email": "not-an-email", "password1": "12345678", "password2": "12345678"},
+    )
+    page = text(response)
+    assert "Enter a valid email address." in page
+    assert "This password is too common." in page and "This password is entirely numeric." in page
