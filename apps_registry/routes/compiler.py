@@ -80,7 +80,6 @@ class CompiledRoute:
     input_validator: SchemaValidator
     output_validator: SchemaValidator | None
     input_numbers: Any
-    legacy: bool
 
 
 @dataclass
@@ -502,7 +501,6 @@ def compile_parts(parts: RouteParts) -> CompiledRoute:
         input_validator=SchemaValidator(parts.input_schema),
         output_validator=SchemaValidator(parts.output_schema) if parts.output_schema is not None else None,
         input_numbers=number_paths(parts.input_schema),
-        legacy="handler" in parts.body,
     )
 
 

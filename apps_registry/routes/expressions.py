@@ -15,8 +15,11 @@ import cel
 from apps_registry.exceptions import CharmingError, HandlerError
 from apps_registry.routes.limits import Limits
 
-# The context key holding the call's routes.sizes.Meter (never handed to CEL: only `names` are).
+# The context key holding the call's routes.budget.CallBudget (never handed to CEL: only `names` are).
 METER = "\0meter"
+
+# The range of CEL's int (a signed 64-bit integer): params, records and increments stay inside it.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # Variables every expression may use, besides the names bound by earlier steps.
 CONTEXT_NAMES = ("params", "caller", "app", "now")
@@ -218,7 +221,7 @@ class Expr:
     # The context variables the expression reads: only these are handed to CEL, which converts
     # every variable it is given on each call.
     names: tuple[str, ...] = ()
-    # For the run-time estimate of comprehension work (see routes/sizes.py).
+    # For the run-time estimate of comprehension work (see routes/budget.py).
     comprehensions: int = 0
     plus: int = 0
     literal_items: int = 0

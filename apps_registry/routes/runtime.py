@@ -13,14 +13,12 @@ from django.db import DataError, transaction
 from django.utils import timezone
 
 from apps_registry.exceptions import HandlerError, InvalidInput, InvalidOutput, OperationFailed
+from apps_registry.routes.budget import CallBudget, Size
 from apps_registry.routes.compiler import CompiledRoute, Step
-from apps_registry.routes.expressions import METER, to_json
+from apps_registry.routes.expressions import INT64_MAX, INT64_MIN, METER, to_json
 from apps_registry.routes.limits import Limits, limit_details
 from apps_registry.routes.schemas import coerce_numbers
-from apps_registry.routes.sizes import Meter, Size
 from apps_registry.routes.storage import RecordStore
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def run_route(
@@ -45,7 +43,7 @@ def run_route(
         raise InvalidInput(
             f"params do not match the input schema of route '{route.name}': {_summary(errors)}", errors=errors
         )
-    meter = Meter(limits=limits, route=route.name, sizes={"params": params_size})
+    meter = CallBudget(limits=limits, route=route.name, sizes={"params": params_size})
     context = {"params": params, "caller": caller, "app": {"id": app_id}, "now": timezone.now(), METER: meter}
     store = RecordStore(
         storage_id=storage_id,

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from apps_registry.exceptions import OperationFailed
 from apps_registry.models import Record
+from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
 from apps_registry.routes.limits import limit_details
 
 _LOOKUPS = {"eq": "exact", "ne": "exact", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte", "in": "in"}
@@ -296,9 +297,6 @@ class RecordStore:
         return Record.objects.filter(storage_id=self.storage_id).count()
 
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-
 def _out_of_range(total: Any, by: int | float) -> bool:
     """Whether an increment's result (as the database returned it: a number, or numeric text on
     PostgreSQL) cannot be read back as a CEL int (64-bit) or a finite double."""
@@ -318,7 +316,7 @@ def _out_of_range(total: Any, by: int | float) -> bool:
         return not INT64_MIN <= total <= INT64_MAX
     if isinstance(total, float):
         # SQLite turns an overflowing integer sum into a double: refuse that too.
-        return not math.isfinite(total) or (isinstance(by, int) and abs(total) >= 2**63)
+        return not math.isfinite(total) or (isinstance(by, int) and abs(total) > INT64_MAX)
     return False
 
 
