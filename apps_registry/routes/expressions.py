@@ -8,15 +8,15 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cel
 
 from apps_registry.exceptions import CharmingError, HandlerError
 from apps_registry.routes.limits import Limits
 
-# The context key holding the call's routes.budget.CallBudget (never handed to CEL: only `names` are).
-METER = "\0meter"
+if TYPE_CHECKING:
+    from apps_registry.routes.steps import Call
 
 # The range of CEL's int (a signed 64-bit integer): params, records and increments stay inside it.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -228,15 +228,17 @@ class Expr:
     refs: int = 0
     regex: bool = False  # calls `matches`: always evaluated in a worker process, under the deadline
 
-    def evaluate(self, context: dict[str, Any]) -> Any:
-        meter = context.get(METER)
-        isolate = meter.charge(self) if meter is not None else False
-        inputs = {name: context[name] for name in self.names if name in context}
+    def evaluate(self, call: Call) -> Any:
+        """The expression's value in this call, charged to the call's budget."""
+        budget = call.budget
+        isolate = budget.charge(self)
+        values = call.values
+        inputs = {name: values[name] for name in self.names if name in values}
         try:
-            if isolate and meter is not None:
-                return meter.evaluate_isolated(self, inputs)
+            if isolate:
+                return budget.evaluate_isolated(self, inputs)
             return self.program.execute(inputs)
-        except CharmingError:  # the meter's own limits
+        except CharmingError:  # the budget's own limits
             raise
         except Exception as exc:  # CEL raises KeyError/TypeError/ZeroDivisionError/RuntimeError/...
             raise HandlerError(

@@ -10,9 +10,10 @@ from django.db import connection
 
 from apps_registry.exceptions import Forbidden, OperationFailed, UnknownOp
 from apps_registry.models import App, Membership, Role, Route, Storage
-from apps_registry.routes.cache import compiled_route
+from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import run_route
+from apps_registry.routes.storage import SqlStore
 from apps_registry.selectors import app_get_visible
 
 _TOOL_FOR_KIND = {"query": "query_app", "mutation": "mutate_app"}
@@ -49,18 +50,16 @@ def route_run(
         )
     route_id = found.route_id
     limits = current_limits()
-    compiled = compiled_route(
-        route_id=route_id,
-        version=found.version,
-        limits=limits,
-        load=lambda: _route_or_unknown(route_id, op),
-    )
+    compiled = cached_route(route_id=route_id, version=found.version, limits=limits)
+    if compiled is None:  # this route version's first call in this process
+        compiled = compile_route(_route_or_unknown(route_id, op), limits)
+        compiled = cache_route(route_id=route_id, version=found.version, limits=limits, compiled=compiled)
     value = run_route(
         compiled,
         params={} if params is None else params,
         caller={"id": str(actor.pk), "role": role},
         app_id=str(app.id),
-        storage_id=found.storage_id,
+        store=SqlStore(storage_id=found.storage_id, max_bytes=limits.record_bytes),
         limits=limits,
     )
     return RouteResult(value=value, app=app)
