@@ -339,3 +339,58 @@ def test_output_matching_its_schema_is_returned():
         output={"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
     )
     assert run(route, MemoryStore()) == {"id": "x"}
+
+
+# --- values of the wrong type, reported at the step and key that made them ----------------------
+
+MUST = "the expression must evaluate to"
+
+
+@pytest.mark.parametrize(
+    ("steps", "message"),
+    [
+        # The id was taken out of the value before the check, so the report says null (as it always has).
+        (
+            [{"insert": {"collection": "e", "value": "{'id': true}"}}],
+            f"steps[0].insert.value.id: {MUST} a string or an int, got null",
+        ),
+        ([{"fail": {"when": "1", "message": "'x'"}}], f"steps[0].fail.when: {MUST} a bool, got int"),
+        ([{"fail": {"message": "'x'", "details": "[1]"}}], f"steps[0].fail.details: {MUST} a map, got list"),
+        (
+            [{"count": {"collection": "e", "where": {"n": {"in": "1"}}}, "as": "n"}],
+            f"steps[0].count.where.n.in: {MUST} a list, got int",
+        ),
+        (
+            [{"count": {"collection": "e", "where": {"id": {"in": "[1, true]"}}}, "as": "n"}],
+            f"steps[0].count.where.id.in: {MUST} a list of strings or ints (record ids), got bool",
+        ),
+        (
+            [{"count": {"collection": "e", "where": {"n": {"gt": "true"}}}, "as": "n"}],
+            f"steps[0].count.where.n.gt: {MUST} a number or a string to compare with gt, got bool",
+        ),
+        (
+            [{"count": {"collection": "e", "where": {"n": "[1]"}}, "as": "n"}],
+            f"steps[0].count.where.n: {MUST} a string, number, bool, null, got list",
+        ),
+        (
+            [{"get": {"collection": "e", "id": "true"}, "as": "r"}],
+            f"steps[0].get.id: {MUST} a non-empty string (at most 200 characters) or an int, got bool",
+        ),
+        (
+            [{"update": {"collection": "e", "id": "'a'", "value": "[1]"}}],
+            f"steps[0].update.value: {MUST} a map, got list",
+        ),
+        (
+            [{"return": "1.0 / 0.0"}],
+            "steps[0].return: An expression produced inf, which JSON cannot represent; "
+            "check for a division of doubles by 0.0.",
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_type_fails_the_call_naming_the_step(steps, message):
+    store = MemoryStore(records={"e": {"a": {"n": 1}}})
+    with pytest.raises(HandlerError) as exc:
+        run(compiled(steps), store)
+    assert exc.value.message == f"Route 'r' failed at {message}"
+    assert exc.value.details == {"route": "r", "step": message.split(":", 1)[0]}
+    assert store.collection("e") == {"a": {"n": 1}}
