@@ -118,6 +118,7 @@ from apps_registry.routes.limits import LIMIT_SETTINGS  # noqa: E402 (kept besid
 
 for _limit in LIMIT_SETTINGS:
     globals()[_limit.setting] = env.int(_limit.setting, default=_limit.default)
+del _limit
 
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from
