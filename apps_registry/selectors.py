@@ -118,3 +118,44 @@ def _is_uuid(value: uuid.UUID | str) -> bool:
 def routes_of(app: App) -> QuerySet[Route]:
     """The app's routes, by name: what get_app shows."""
     return Route.objects.filter(app=app).order_by("name")
+
+
+@dataclass(frozen=True)
+class ConnectedClient:
+    """An OAuth client holding live tokens a user granted."""
+
+    application_id: int
+    name: str
+    client_id: str
+    scopes: list[str]
+    connected_at: datetime
+
+
+def oauth_clients_connected_to(user: Any) -> list[ConnectedClient]:
+    """The OAuth clients holding an access token or an unrevoked refresh token of `user`, oldest first."""
+    from oauth2_provider.models import AccessToken, Application, RefreshToken
+
+    from apps_registry.oauth.scopes import SCOPES
+
+    live_refresh = RefreshToken.objects.filter(user=user, revoked__isnull=True)
+    application_ids = set(AccessToken.objects.filter(user=user).values_list("application_id", flat=True))
+    application_ids |= set(live_refresh.values_list("application_id", flat=True))
+    clients = []
+    for application in Application.objects.filter(pk__in=application_ids).order_by("created"):
+        granted: set[str] = set()
+        for scope in AccessToken.objects.filter(user=user, application=application).values_list("scope", flat=True):
+            granted.update(scope.split())
+        first = (
+            AccessToken.objects.filter(user=user, application=application).order_by("created").first()
+            or live_refresh.filter(application=application).order_by("created").first()
+        )
+        clients.append(
+            ConnectedClient(
+                application_id=application.pk,
+                name=application.name or application.client_id,
+                client_id=application.client_id,
+                scopes=[SCOPES.get(scope, scope) for scope in sorted(granted)],
+                connected_at=first.created if first else application.created,
+            )
+        )
+    return clients
