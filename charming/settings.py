@@ -177,6 +177,10 @@ CHARMING_OAUTH_REGISTRATIONS_PER_HOUR = env.int("CHARMING_OAUTH_REGISTRATIONS_PE
 # Accept https client_id URLs (Client ID Metadata Documents) and fetch their metadata.
 CHARMING_OAUTH_CIMD_ENABLED = env.bool("CHARMING_OAUTH_CIMD_ENABLED", default=True)
 
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto: true makes Django see those requests as https
+# (secure cookies, CSRF on the login and consent pages). Only behind a proxy that overwrites that header.
+if env.bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # http redirect URIs are allowed only on loopback addresses (RFC 8252 native apps), by
 # apps_registry/oauth/policy.py, which DOT's deploy check cannot see.
 SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]

@@ -12,13 +12,13 @@ app_name = "oauth2_provider"
 
 urlpatterns = [
     path(".well-known/oauth-authorization-server", dot.OAuthServerMetadataView.as_view(), name="oauth-server-metadata"),
-    path("oauth/authorize/", dot.AuthorizationView.as_view(), name="authorize"),
-    path("oauth/token/", dot.TokenView.as_view(), name="token"),
-    path("oauth/revoke/", dot.RevokeTokenView.as_view(), name="revoke-token"),
-    path("oauth/register/", views.RegistrationView.as_view(), name="dcr-register"),
+    path("oauth/authorize/", views.CharmingAuthorizationView.as_view(), name="authorize"),
+    path("oauth/token/", views.cors_open(dot.TokenView.as_view()), name="token"),
+    path("oauth/revoke/", views.cors_open(dot.RevokeTokenView.as_view()), name="revoke-token"),
+    path("oauth/register/", views.cors_open(views.RegistrationView.as_view()), name="dcr-register"),
     path(
         "oauth/register/<str:client_id>/",
-        dot.DynamicClientRegistrationManagementView.as_view(),
+        views.RegistrationManagementView.as_view(),
         name="dcr-register-management",
     ),
 ]

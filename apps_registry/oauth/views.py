@@ -4,19 +4,59 @@ person sees and disconnects the clients they authorized."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
-from oauth2_provider.views import DynamicClientRegistrationView
+from oauth2_provider.views import (
+    AuthorizationView,
+    DynamicClientRegistrationManagementView,
+    DynamicClientRegistrationView,
+)
 
 from apps_registry.oauth.policy import redirect_uris_problem
 from apps_registry.selectors import oauth_clients_connected_to
 from apps_registry.services.oauth import oauth_client_disconnect, registration_allowed, registration_record
 
 ALLOWED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+CORS_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "POST, OPTIONS",
+    "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version",
+    "Access-Control-Max-Age": "600",
+}
+
+
+def cors_open(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """Let browser-based clients (the MCP Inspector's web UI) call a token, revocation or registration
+    endpoint. Safe because these endpoints never read cookies: they authenticate nothing but what the
+    request itself carries."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        response = HttpResponse(status=204) if request.method == "OPTIONS" else view(request, *args, **kwargs)
+        for name, value in CORS_HEADERS.items():
+            response[name] = value
+        return response
+
+    return wrapped
+
+
+def resource_problem(resources: list[str]) -> str | None:
+    """Why this server will not issue a token for these RFC 8707 resources (it serves only its own URLs)."""
+    ours = f"{settings.CHARMING_PUBLIC_URL}/"
+    for resource in resources:
+        if not (resource + "/").startswith(ours):
+            return (
+                f"The resource {resource!r} is not served here; ask for {settings.CHARMING_PUBLIC_URL}/mcp "
+                f"(or a URL under {settings.CHARMING_PUBLIC_URL}/)."
+            )
+    return None
 
 
 def _registration_error(error: str, description: str, status: int = 400) -> JsonResponse:
@@ -51,6 +91,17 @@ def registration_metadata_problem(data: Any) -> JsonResponse | None:
     return None
 
 
+class CharmingAuthorizationView(AuthorizationView):
+    """DOT's consent flow, refusing resources this server does not serve before the person is asked."""
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        problem = resource_problem(request.GET.getlist("resource"))
+        if problem:
+            error = {"error": "invalid_target", "description": problem}
+            return self.render_to_response({"error": error}, status=400)
+        return super().get(request, *args, **kwargs)
+
+
 class RegistrationView(DynamicClientRegistrationView):
     """RFC 7591 registration for anonymous public clients, limited per client address."""
 
@@ -76,6 +127,20 @@ class RegistrationView(DynamicClientRegistrationView):
         if response.status_code == 201:
             registration_record(client_id=json.loads(response.content)["client_id"], client_ip=client_ip)
         return response
+
+
+class RegistrationManagementView(DynamicClientRegistrationManagementView):
+    """RFC 7592 reads, updates and deletes; an update must meet the same policy as a registration."""
+
+    def put(self, request: HttpRequest, client_id: str, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            data = json.loads(request.body)
+        except ValueError:
+            data = None
+        refusal = registration_metadata_problem(data)
+        if refusal is not None:
+            return refusal
+        return super().put(request, client_id, *args, **kwargs)
 
 
 @login_required

@@ -108,6 +108,21 @@ def test_registrations_are_limited_per_client_address(settings):
     register_ok(second)
 
 
+def test_an_update_through_the_management_endpoint_meets_the_same_policy(client):
+    registered = register_ok(client)
+
+    response = client.put(
+        f"/oauth/register/{registered['client_id']}/",
+        data='{"redirect_uris": ["http://attacker.example/cb"], "token_endpoint_auth_method": "none"}',
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {registered['registration_access_token']}",
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_redirect_uri"
+    assert Application.objects.get(client_id=registered["client_id"]).redirect_uris == REDIRECT_URI
+
+
 class StubFetcher(PolicyMetadataFetcher):
     """The document a client publishes at CIMD_URL, without the network."""
 

@@ -172,6 +172,36 @@ def test_a_code_exchanged_with_another_redirect_uri_is_refused(browser, client_i
     assert response.json()["error"] in {"invalid_grant", "invalid_request"}
 
 
+def test_a_resource_this_server_does_not_serve_is_refused_before_consent(browser, client_id):
+    page = consent_page(browser, client_id, resource="https://other.example/mcp")
+
+    assert page.status_code == 400
+    assert "Location" not in page
+    html = page.content.decode()
+    assert "invalid_target" in html
+    assert "The resource &#x27;https://other.example/mcp&#x27; is not served here" in html
+
+
+def test_a_token_request_cannot_widen_the_granted_resource(browser, client_id):
+    authorization = authorize(browser, client_id)
+
+    response = exchange(Client(), client_id, authorization, resource="http://127.0.0.1:8000/api/")
+
+    assert response.status_code == 400
+    assert json.loads(response.content)["error"] == "invalid_target"  # DOT labels this error text/html
+
+
+def test_asking_for_no_scope_grants_read_only(browser, client_id):
+    assert tokens_for(browser, client_id, scope=None)["scope"] == "apps:read"
+
+
+def test_the_token_and_registration_endpoints_answer_browser_preflights(client):
+    for path in ("/oauth/token/", "/oauth/register/", "/oauth/revoke/"):
+        response = client.options(path, HTTP_ORIGIN="http://localhost:6274")
+        assert response.status_code == 204
+        assert response["Access-Control-Allow-Origin"] == "*"
+
+
 def test_refreshing_rotates_the_refresh_token_and_keeps_the_resource(browser, client_id, user):
     first = tokens_for(browser, client_id)
 

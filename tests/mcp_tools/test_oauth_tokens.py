@@ -57,13 +57,13 @@ def test_an_oauth_token_calls_tools_as_its_user(live, alice_oauth, mode):
 
 
 def test_a_token_for_another_resource_is_refused(live, alice_oauth):
-    token = alice_oauth(resource="https://other.example/mcp")["access_token"]
+    token = alice_oauth(resource="http://127.0.0.1:8000/api/")["access_token"]
 
     body = _refusal(live, token)
 
     assert body["error"] == "invalid_token"
     assert body["error_description"] == (
-        "Token issued for another resource: it is valid for https://other.example/mcp, not "
+        "Token issued for another resource: it is valid for http://127.0.0.1:8000/api/, not "
         "http://127.0.0.1:8000/mcp. Request a token with resource=http://127.0.0.1:8000/mcp."
     )
 
