@@ -196,6 +196,7 @@ OAUTH2_PROVIDER = {
     # Authorization code + PKCE (S256 only) for every client; no implicit or password grants.
     "PKCE_REQUIRED": True,
     "OAUTH2_SERVER_CLASS": "apps_registry.oauth.server.S256OnlyServer",
+    "OAUTH2_VALIDATOR_CLASS": "apps_registry.oauth.validators.CharmingOAuth2Validator",
     "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],  # http only on loopback: apps_registry/oauth/policy.py
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
     "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],

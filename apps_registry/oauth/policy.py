@@ -1,4 +1,5 @@
-"""Which redirect URIs a client may register (DCR and Client ID Metadata Documents alike).
+"""Which redirect URIs a client may register (DCR and Client ID Metadata Documents alike), and which
+resources a token may be issued for.
 
 https anywhere; plain http only on a loopback address, the way native clients (Claude Code, the MCP
 Inspector) receive the code (RFC 8252 section 7.3). Anything else could hand an authorization code to
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import ipaddress
 from urllib.parse import urlsplit
+
+from django.conf import settings
 
 LOOPBACK_HOSTS = frozenset({"localhost"})
 
@@ -60,4 +63,13 @@ def redirect_uris_problem(uris: object) -> str | None:
         problem = redirect_uri_problem(uri)
         if problem:
             return problem
+    return None
+
+
+def resource_problem(resources: list[str]) -> str | None:
+    """Why no token is issued for these RFC 8707 resources: this server serves only URLs under its own."""
+    base = settings.CHARMING_PUBLIC_URL
+    for resource in resources:
+        if not (resource + "/").startswith(f"{base}/"):
+            return f"The resource {resource!r} is not served here; ask for {base}/mcp (or another URL under {base}/)."
     return None

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect, render
@@ -19,7 +18,7 @@ from oauth2_provider.views import (
     DynamicClientRegistrationView,
 )
 
-from apps_registry.oauth.policy import redirect_uris_problem
+from apps_registry.oauth.policy import redirect_uris_problem, resource_problem
 from apps_registry.selectors import oauth_clients_connected_to
 from apps_registry.services.oauth import oauth_client_disconnect, registration_allowed, registration_record
 
@@ -45,18 +44,6 @@ def cors_open(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpRespon
         return response
 
     return wrapped
-
-
-def resource_problem(resources: list[str]) -> str | None:
-    """Why this server will not issue a token for these RFC 8707 resources (it serves only its own URLs)."""
-    ours = f"{settings.CHARMING_PUBLIC_URL}/"
-    for resource in resources:
-        if not (resource + "/").startswith(ours):
-            return (
-                f"The resource {resource!r} is not served here; ask for {settings.CHARMING_PUBLIC_URL}/mcp "
-                f"(or a URL under {settings.CHARMING_PUBLIC_URL}/)."
-            )
-    return None
 
 
 def _registration_error(error: str, description: str, status: int = 400) -> JsonResponse:
@@ -100,6 +87,14 @@ class CharmingAuthorizationView(AuthorizationView):
             error = {"error": "invalid_target", "description": problem}
             return self.render_to_response({"error": error}, status=400)
         return super().get(request, *args, **kwargs)
+
+    def form_valid(self, form: Any) -> HttpResponseBase:
+        # The resource travels in a hidden field between the consent page and its POST: check it again.
+        problem = resource_problem((form.cleaned_data.get("resource") or "").split())
+        if problem:
+            error = {"error": "invalid_target", "description": problem}
+            return self.render_to_response({"error": error}, status=400)
+        return super().form_valid(form)
 
 
 class RegistrationView(DynamicClientRegistrationView):

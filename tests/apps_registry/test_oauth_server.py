@@ -182,6 +182,26 @@ def test_a_resource_this_server_does_not_serve_is_refused_before_consent(browser
     assert "The resource &#x27;https://other.example/mcp&#x27; is not served here" in html
 
 
+def test_a_resource_smuggled_into_the_consent_form_is_refused(browser, client_id):
+    page = consent_page(browser, client_id)
+    data = {name: value for name, value in page.context["form"].initial.items() if value is not None}
+
+    response = browser.post("/oauth/authorize/", {**data, "resource": "https://other.example/mcp", "allow": "on"})
+
+    assert response.status_code == 400
+    assert "invalid_target" in response.content.decode()
+
+
+def test_a_token_request_for_a_foreign_resource_is_refused_even_without_one_in_the_grant(browser, client_id):
+    authorization = authorize(browser, client_id, resource=None)
+
+    response = exchange(Client(), client_id, authorization, resource="https://other.example/mcp")
+
+    assert response.status_code == 400
+    assert json.loads(response.content)["error"] == "invalid_target"
+    assert "is not served here" in json.loads(response.content)["error_description"]
+
+
 def test_a_token_request_cannot_widen_the_granted_resource(browser, client_id):
     authorization = authorize(browser, client_id)
 

@@ -196,3 +196,56 @@ def test_the_sdk_client_connects_from_nothing_through_oauth_and_loses_access_whe
     assert seen["refresh_after_disconnect"].status_code == 400
     assert seen["refresh_after_disconnect"].json()["error"] == "invalid_grant"
     assert not AccessToken.objects.filter(user=user).exists()
+
+
+def test_the_sdk_client_connects_with_a_client_id_metadata_document_instead_of_registering(public_url, settings):
+    from django.core.cache import cache
+
+    from tests.apps_registry.test_oauth_registration import StubFetcher
+
+    server = public_url
+    client_id = "https://host.example/oauth/client.json"
+    cache.clear()
+    settings.OAUTH2_PROVIDER = {
+        **settings.OAUTH2_PROVIDER,
+        "CIMD_METADATA_FETCHER": "tests.apps_registry.test_oauth_registration.StubFetcher",
+    }
+    StubFetcher.document = {
+        "client_id": client_id,
+        "client_name": "Hosted agent",
+        "redirect_uris": [CALLBACK],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "token_endpoint_auth_method": "none",
+    }
+    user = UserFactory(username="alice")
+    make_app(owner=user, name="Alice's budget")
+    session = DjangoClient()
+    session.force_login(user)
+    metadata = OAuthClientMetadata(
+        client_name="Hosted agent",
+        redirect_uris=[CALLBACK],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+    )
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        async with SignedInBrowser(server.base_url, session.cookies["sessionid"].value) as browser:
+            auth = OAuthClientProvider(
+                server.mcp_url,
+                metadata,
+                MemoryStorage(),
+                redirect_handler=browser.redirect_handler,
+                callback_handler=browser.callback_handler,
+                client_metadata_url=client_id,
+            )
+            return await _list_apps(server, auth, MODERN), browser.consent_pages
+
+    apps, consent_pages = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
+
+    assert apps == ["Alice's budget"]
+    assert "Hosted agent" in consent_pages[0]
+    assert client_id in consent_pages[0]
+    assert Application.objects.get(client_id=client_id).registration_source == "cimd"
+    assert not Application.objects.filter(registration_source="dcr").exists()
+    cache.clear()
