@@ -274,3 +274,10 @@ def test_the_token_endpoint_refuses_an_unknown_client(browser, client_id):
 
     assert response.status_code == 401
     assert json.loads(response.content)["error"] == "invalid_client"
+
+
+def test_a_person_who_is_not_signed_in_is_sent_to_sign_in_first(client, client_id, settings):
+    response = consent_page(client, client_id)
+
+    assert response.status_code == 302
+    assert response["Location"].startswith(settings.LOGIN_URL + "?next=/oauth/authorize/")
