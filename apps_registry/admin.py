@@ -369,7 +369,10 @@ class StorageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         if form.is_bound and form.is_valid():
             try:
                 result = storage_restore(
-                    actor=request.user, storage_id=storage.id, to_app_id=form.cleaned_data["app"].id, via="admin"
+                    actor=request.user,
+                    storage_id=storage.id,
+                    to_app_id=form.cleaned_data["app"].id,
+                    confirmed_via="admin",
                 )
             except CharmingError as error:
                 self.message_user(request, error.message, messages.ERROR)
@@ -413,7 +416,7 @@ class StorageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         done = 0
         for storage in queryset:
             try:
-                retained_storage_purge(actor=request.user, storage_id=storage.id, via="admin")
+                retained_storage_purge(actor=request.user, storage_id=storage.id, confirmed_via="admin")
             except CharmingError as error:
                 self.message_user(request, error.message, messages.ERROR)
                 continue

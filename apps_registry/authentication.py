@@ -29,10 +29,18 @@ def bearer_token_from_header(header: str | None) -> str | None:
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
+    """A project API token; None without an Authorization header, so other authenticators can follow.
+
+    When nothing authenticated the request, DRF answers NotAuthenticated (401, with this class's
+    WWW-Authenticate) and the API's error translator words it as a missing token.
+    """
+
     def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
         header = request.META.get("HTTP_AUTHORIZATION")
+        if not header:
+            return None
         plaintext = bearer_token_from_header(header)
-        if header and plaintext is None:
+        if plaintext is None:
             raise exceptions.AuthenticationFailed("Malformed Authorization header: expected 'Bearer <token>'.")
         try:
             token = token_authenticate(plaintext=plaintext)

@@ -24,9 +24,12 @@ class CharmingError(Exception):
         self.details = details
         self.errors = errors
 
-    def as_envelope_error(self) -> dict[str, Any]:
-        """The `error` object of the tool envelope: kind, message and, when present, errors and details."""
-        error: dict[str, Any] = {"kind": self.kind, "message": self.message}
+    def as_envelope_error(self, message: str | None = None) -> dict[str, Any]:
+        """The `error` object of the envelope: kind, message and, when present, errors and details.
+
+        A transport passes `message` when it words the error for its own callers (see the two translators).
+        """
+        error: dict[str, Any] = {"kind": self.kind, "message": self.message if message is None else message}
         if self.errors is not None:
             error["errors"] = self.errors
         if self.details is not None:
@@ -59,9 +62,28 @@ class NotFound(CharmingError):
     http_status = 404
 
 
+class AppNotFound(NotFound):
+    """An app that does not exist *or* that the caller may not see: the two are reported alike."""
+
+    def __init__(self, app_id: object) -> None:
+        super().__init__(f"No app with id {app_id} exists or is visible to you.")
+        self.app_id = app_id
+
+
 class Forbidden(CharmingError):
     kind = "forbidden"
     http_status = 403
+
+
+class AccessDenied(Forbidden):
+    """The caller sees the app, but their role does not allow `need` (worded by apps_registry.access)."""
+
+    def __init__(self, message: str, *, app_id: object, app_name: str, role: str, need: str) -> None:
+        super().__init__(message)
+        self.app_id = app_id
+        self.app_name = app_name
+        self.role = role
+        self.need = need
 
 
 class UnknownOp(CharmingError):
@@ -69,7 +91,39 @@ class UnknownOp(CharmingError):
     http_status = 404
 
 
+class RouteKindMismatch(UnknownOp):
+    """A route run as the other kind: a query run as a mutation, or the reverse."""
+
+    def __init__(self, *, op: str, route_kind: str, called_kind: str) -> None:
+        super().__init__(f"'{op}' is a {route_kind} route; run it as a {route_kind}, not as a {called_kind}.")
+        self.op = op
+        self.route_kind = route_kind
+        self.called_kind = called_kind
+
+
+class RouteNotFound(UnknownOp):
+    """The app has no route by that name; `routes` lists the (name, kind) it has."""
+
+    def __init__(self, *, app_id: object, app_name: str, op: str, routes: list[tuple[str, str]]) -> None:
+        listing = ", ".join(f"{name} ({kind})" for name, kind in routes) or "none"
+        super().__init__(f"App '{app_name}' has no route '{op}'. Its routes: {listing}.")
+        self.app_id = app_id
+        self.app_name = app_name
+        self.op = op
+        self.routes = routes
+
+
+class RouteRemoved(UnknownOp):
+    """The route was removed by a save between this call's lookup and its run."""
+
+    def __init__(self, *, op: str) -> None:
+        super().__init__(f"Route '{op}' was just removed from this app.")
+        self.op = op
+
+
 class RateLimited(CharmingError):
+    """Reserved for the rate limits to come: nothing raises it yet."""
+
     kind = "rate_limited"
     http_status = 429
 
@@ -100,9 +154,6 @@ class InternalError(CharmingError):
     http_status = 500
 
 
-APP_NOT_FOUND_MESSAGE = "No app with id {app_id} exists or is visible to you. Use list_apps to see your apps."
-
-
-def app_not_found(app_id: object) -> NotFound:
+def app_not_found(app_id: object) -> AppNotFound:
     """The one error for an app that does not exist *and* for one the caller may not see."""
-    return NotFound(APP_NOT_FOUND_MESSAGE.format(app_id=app_id))
+    return AppNotFound(app_id)

@@ -1,5 +1,8 @@
-"""Charming's data model: apps, who may use them, their routes, their stored records, and
-the staff-facing trail (advisories, feedback, tokens, audit)."""
+"""Charming's data model: apps, their members' roles, their routes, their stored records, and what
+staff look after (advisories, feedback and its answers, API tokens, the audit trail).
+
+Fields, constraints and small derived properties only: what each role may do is decided in
+apps_registry.access, and every flow is a service."""
 
 from __future__ import annotations
 
@@ -147,10 +150,6 @@ class Record(models.Model):
     def __str__(self) -> str:
         return f"{self.collection}/{self.record_id}"
 
-    def as_document(self) -> dict[str, Any]:
-        """The record as routes see it: its data plus `id`."""
-        return {**self.data, "id": self.record_id}
-
 
 class Advisory(models.Model):
     app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="advisories")
@@ -252,7 +251,11 @@ class OAuthClientRegistration(models.Model):
 
 
 class AuditEvent(models.Model):
-    """Append-only trail of deletions, purges and restores. Rows are never changed or removed."""
+    """The trail of deletions, purges and restores, written by the services.
+
+    A saved event refuses `save()` and `delete()`; the code never updates or deletes events in bulk
+    either. Deleting the acting account only clears `actor`; `actor_repr` keeps who it was.
+    """
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

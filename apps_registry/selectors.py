@@ -1,4 +1,6 @@
-"""Reads. Every query a caller's access depends on starts from `apps_visible_to`."""
+"""Reads. A caller's apps are reached only through apps_registry.access (`apps_visible_to`, `app_for`);
+the selectors here list what those give, read an app already reached that way, or serve staff and
+operators (who see every app)."""
 
 from __future__ import annotations
 
@@ -9,35 +11,29 @@ from typing import Any
 
 from django.db.models import Count, QuerySet, Sum, TextField
 from django.db.models.functions import Cast, Coalesce, Length
+from oauth2_provider.models import AccessToken, Application, RefreshToken
 
-from apps_registry.exceptions import app_not_found
-from apps_registry.models import Advisory, App, Feedback, Membership, Record, Route, Storage
-
-
-def apps_visible_to(user: Any) -> QuerySet[App]:
-    """Apps the user owns or is a member of."""
-    return App.objects.filter(memberships__user=user).distinct()
+from apps_registry.access import apps_visible_to
+from apps_registry.models import Advisory, App, Feedback, Record, Route, Storage
+from apps_registry.oauth.scopes import SCOPES
 
 
-def role_of(*, user: Any, app: App) -> str | None:
-    return Membership.objects.filter(user=user, app=app).values_list("role", flat=True).first()
+@dataclass(frozen=True)
+class AppListing:
+    """One of the caller's apps as every transport lists it (list_apps, GET /api/apps/)."""
+
+    id: uuid.UUID
+    name: str
+    description: str
+    role: str
 
 
-def app_get_visible(*, user: Any, app_id: uuid.UUID | str) -> tuple[App, str]:
-    """The app and the caller's role in it; NotFound (the same for missing and invisible)."""
-    membership = (
-        Membership.objects.select_related("app").filter(user=user, app_id=str(app_id)).first()
-        if _is_uuid(app_id)
-        else None
-    )
-    if membership is None:
-        raise app_not_found(app_id)
-    return membership.app, membership.role
-
-
-def app_memberships_for(user: Any) -> QuerySet[Membership]:
-    """The user's memberships with their apps, ordered by app name: what list_apps shows."""
-    return Membership.objects.filter(user=user).select_related("app").order_by("app__name", "app_id")
+def app_listings_for(actor: Any) -> list[AppListing]:
+    """The actor's apps with their role in each, by name."""
+    return [
+        AppListing(id=app.id, name=app.name, description=app.description, role=app.caller_role)  # type: ignore[attr-defined]
+        for app in apps_visible_to(actor).order_by("name", "id")
+    ]
 
 
 def advisories_open_for(app: App) -> QuerySet[Advisory]:
@@ -116,7 +112,7 @@ def _is_uuid(value: uuid.UUID | str) -> bool:
 
 
 def routes_of(app: App) -> QuerySet[Route]:
-    """The app's routes, by name: what get_app shows."""
+    """The app's routes, by name."""
     return Route.objects.filter(app=app).order_by("name")
 
 
@@ -133,10 +129,6 @@ class ConnectedClient:
 
 def oauth_clients_connected_to(user: Any) -> list[ConnectedClient]:
     """The OAuth clients holding an access token or an unrevoked refresh token of `user`, oldest first."""
-    from oauth2_provider.models import AccessToken, Application, RefreshToken
-
-    from apps_registry.oauth.scopes import SCOPES
-
     live_refresh = RefreshToken.objects.filter(user=user, revoked__isnull=True)
     application_ids = set(AccessToken.objects.filter(user=user).values_list("application_id", flat=True))
     application_ids |= set(live_refresh.values_list("application_id", flat=True))

@@ -9,12 +9,12 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from apps_registry.exceptions import InvalidInput
-from mcp_tools.contracts import CONTRACTS
+from mcp_tools.registry import TOOLS
 
 EXAMPLE_UUID = "123e4567-e89b-42d3-a456-426614174000"
 _VALIDATORS = {
-    name: Draft202012Validator(contract["inputSchema"], format_checker=Draft202012Validator.FORMAT_CHECKER)
-    for name, contract in CONTRACTS.items()
+    tool.name: Draft202012Validator(tool.contract["inputSchema"], format_checker=Draft202012Validator.FORMAT_CHECKER)
+    for tool in TOOLS
 }
 
 

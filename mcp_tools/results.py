@@ -15,11 +15,58 @@ from typing import Any
 
 import mcp_types as types
 
-from apps_registry.exceptions import CharmingError, InternalError
+from apps_registry.exceptions import (
+    AccessDenied,
+    AppNotFound,
+    CharmingError,
+    InternalError,
+    RouteKindMismatch,
+    RouteNotFound,
+    RouteRemoved,
+)
+from apps_registry.services.advisories import AdvisoryNote
 
 logger = logging.getLogger(__name__)
 
 INTERNAL_ERROR_MESSAGE = "Internal error: the server failed to handle this call; it has been logged. Try again later."
+TOOL_FOR_KIND = {"query": "query_app", "mutation": "mutate_app"}
+
+
+def error_message(exc: CharmingError) -> str:
+    """A domain error worded for agents: the domain's facts, naming the tool that helps next."""
+    if isinstance(exc, AppNotFound):
+        return f"{exc.message} Use list_apps to see your apps."
+    if isinstance(exc, RouteKindMismatch):
+        return (
+            f"'{exc.op}' is a {exc.route_kind} route: call it with {TOOL_FOR_KIND[exc.route_kind]}, "
+            f"not {TOOL_FOR_KIND[exc.called_kind]}."
+        )
+    if isinstance(exc, RouteNotFound):
+        return f"{exc.message} Use get_app to see them."
+    if isinstance(exc, RouteRemoved):
+        return f"{exc.message} Use get_app to see its routes."
+    if isinstance(exc, AccessDenied) and exc.need == "mutate":
+        return (
+            f"You are a {exc.role} of app '{exc.app_name}'; {exc.role}s may only query (query_app). "
+            "Ask the owner for editor access to change its data."
+        )
+    return exc.message
+
+
+def advisory_as_contract(note: AdvisoryNote) -> dict[str, Any]:
+    """An advisory in the tool contracts' shape: kind, severity, summary, and the optional fields when set."""
+    shaped: dict[str, Any] = {"kind": note.kind, "severity": note.severity, "summary": note.summary}
+    if note.user_summary:
+        shaped["userSummary"] = note.user_summary
+    if note.data:
+        shaped["data"] = note.data
+    if note.doc_url:
+        shaped["doc_url"] = note.doc_url
+    return shaped
+
+
+def advisories_as_contract(notes: list[AdvisoryNote]) -> list[dict[str, Any]]:
+    return [advisory_as_contract(note) for note in notes]
 
 
 def advisories_text(advisories: list[dict[str, Any]]) -> str:
@@ -79,7 +126,7 @@ def error_result(
 ) -> types.CallToolResult:
     """The one translator: a domain error becomes its envelope error; anything else a generic internal error."""
     if isinstance(exc, CharmingError):
-        error = exc.as_envelope_error()
+        error = exc.as_envelope_error(error_message(exc))
     else:
         logger.error("Unexpected error in MCP tool %s", tool, exc_info=exc)
         error = InternalError(INTERNAL_ERROR_MESSAGE).as_envelope_error()

@@ -25,9 +25,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp_tools.arguments import arguments_check
 from mcp_tools.auth import current_caller
 from mcp_tools.confirmation import state_key
-from mcp_tools.contracts import CONTRACTS, TOOL_NAMES
+from mcp_tools.registry import TOOLS, tool_named
 from mcp_tools.results import error_result
-from mcp_tools.tools import Handler, ToolCall, ToolResult, delete_app, get_app, list_apps, run_route, send_feedback
+from mcp_tools.tools import ToolCall, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -39,21 +39,10 @@ INSTRUCTIONS = (
     "advisories of kind feedback-response: they are staff answers to the user's feedback."
 )
 
-HANDLERS: dict[str, Handler] = {
-    "list_apps": list_apps.handle,
-    "get_app": get_app.handle,
-    "query_app": run_route.handle_query,
-    "mutate_app": run_route.handle_mutate,
-    "send_feedback": send_feedback.handle,
-    "delete_app": delete_app.handle,
-}
-# delete_app's output schema describes success only; its errors are content with isError.
-ENVELOPE_TOOLS = frozenset(TOOL_NAMES) - {"delete_app"}
-
 
 def tools_for(protocol_version: str) -> list[dict[str, Any]]:
     """The contracts as served on `protocol_version` (2026-07-28 removed `execution` from the tool type)."""
-    tools = [copy.deepcopy(CONTRACTS[name]) for name in TOOL_NAMES]
+    tools = [copy.deepcopy(tool.contract) for tool in TOOLS]
     if protocol_version in MODERN_PROTOCOL_VERSIONS:
         for tool in tools:
             tool.pop("execution", None)
@@ -70,26 +59,25 @@ async def list_tools(
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> ToolResult:
-    handler = HANDLERS.get(params.name)
-    if handler is None:
-        raise MCPError(
-            code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name!r}. Available: {', '.join(TOOL_NAMES)}."
-        )
-    envelope = params.name in ENVELOPE_TOOLS
+    tool = tool_named(params.name)
+    if tool is None:
+        available = ", ".join(t.name for t in TOOLS)
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name!r}. Available: {available}.")
+    envelope = tool.answers_envelope
     caller = current_caller.get()
     if caller is None:  # the ASGI auth wrapper always sets it; fail closed if it did not
         logger.error("MCP tools/call %s reached without an authenticated caller", params.name)
         return error_result(RuntimeError("no caller"), envelope=envelope, tool=params.name)
     try:
         arguments = arguments_check(params.name, params.arguments)
-        return await handler(ToolCall(user=caller.user, arguments=arguments, params=params, ctx=ctx))
+        return await tool.handler(ToolCall(user=caller.user, arguments=arguments, params=params, ctx=ctx))
     except Exception as error:  # noqa: BLE001 - domain errors become their envelope, anything else a generic one
         return error_result(error, envelope=envelope, tool=params.name)
 
 
 def _input_schema(name: str) -> dict[str, Any] | None:
-    contract = CONTRACTS.get(name)
-    return contract["inputSchema"] if contract else None
+    tool = tool_named(name)
+    return tool.contract["inputSchema"] if tool else None
 
 
 def server_build() -> Server[Any]:

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps_registry.selectors import app_memberships_for
+from apps_registry.selectors import app_listings_for
 
 
 class AppListView(APIView):
-    """GET /api/apps/: the caller's apps with their role."""
+    """GET /api/apps/: the caller's apps with their role (the listing list_apps shows)."""
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.UUIDField()
+        name = serializers.CharField()
+        description = serializers.CharField()
+        role = serializers.CharField()
 
     def get(self, request: Request) -> Response:
-        apps = [
-            {"id": str(m.app.id), "name": m.app.name, "description": m.app.description, "role": m.role}
-            for m in app_memberships_for(request.user)
-        ]
+        apps = self.OutputSerializer(app_listings_for(request.user), many=True).data
         return Response({"ok": True, "value": apps})

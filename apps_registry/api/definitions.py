@@ -1,10 +1,14 @@
-"""App definitions for authors (owner only): create, read, replace and clear a definition."""
+"""App definitions for authors: create, read, replace and clear a definition.
+
+The body of a create or replace is the definition document itself; the domain checks it whole
+(InvalidDefinition lists every problem with its path), so it has no InputSerializer here.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,36 +19,57 @@ from apps_registry.selectors import advisories_open_for, routes_of
 from apps_registry.services.definitions import app_definition_clear, app_definition_export, app_definition_save
 
 
-def _saved(app: App) -> dict[str, Any]:
-    return {
-        "app_id": str(app.id),
-        "name": app.name,
-        "routes": [{"name": r.name, "kind": r.kind, "version": r.version} for r in routes_of(app)],
-        "advisories": [
-            {"kind": a.kind, "severity": a.severity, "summary": a.summary, "data": a.data}
-            for a in advisories_open_for(app).filter(kind__in=AUTHORING_KINDS)
-        ],
-    }
+class SavedRouteSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    version = serializers.IntegerField()
+
+
+class AuthoringAdvisorySerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    severity = serializers.CharField()
+    summary = serializers.CharField()
+    data = serializers.JSONField()  # type: ignore[assignment]  # a field named like Serializer.data
+
+
+class SavedAppSerializer(serializers.Serializer):
+    """A saved definition: the app, its routes' versions and its authoring advisories."""
+
+    app_id = serializers.UUIDField(source="id")
+    name = serializers.CharField()
+    routes = serializers.SerializerMethodField()
+    advisories = serializers.SerializerMethodField()
+
+    def get_routes(self, app: App) -> Any:
+        return SavedRouteSerializer(routes_of(app), many=True).data
+
+    def get_advisories(self, app: App) -> Any:
+        return AuthoringAdvisorySerializer(advisories_open_for(app).filter(kind__in=AUTHORING_KINDS), many=True).data
 
 
 class DefinitionCreateView(APIView):
     """POST /api/apps/definitions/ with an app definition as the body: create an app you own."""
 
+    OutputSerializer = SavedAppSerializer
+
     def post(self, request: Request) -> Response:
         app = app_definition_save(actor=request.user, definition=request.data)
-        return Response({"ok": True, "value": _saved(app)}, status=status.HTTP_201_CREATED)
+        return Response({"ok": True, "value": self.OutputSerializer(app).data}, status=status.HTTP_201_CREATED)
 
 
 class DefinitionView(APIView):
     """GET/PUT/DELETE /api/apps/<app_id>/definition/: read, replace (or create with this id), or
-    clear the routes of an app you own. Clearing keeps the app and its records."""
+    clear the routes of an app you may author. Clearing keeps the app and its records."""
+
+    OutputSerializer = SavedAppSerializer
 
     def get(self, request: Request, app_id: str) -> Response:
+        # The exported document is the author format itself, as app_definition_save accepts it.
         return Response({"ok": True, "value": app_definition_export(actor=request.user, app_id=app_id)})
 
     def put(self, request: Request, app_id: str) -> Response:
         app = app_definition_save(actor=request.user, definition=request.data, app_id=app_id)
-        return Response({"ok": True, "value": _saved(app)})
+        return Response({"ok": True, "value": self.OutputSerializer(app).data})
 
     def delete(self, request: Request, app_id: str) -> Response:
         app = app_definition_clear(actor=request.user, app_id=app_id)

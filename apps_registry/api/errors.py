@@ -5,21 +5,37 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from rest_framework import exceptions as drf_exceptions
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from apps_registry.exceptions import CharmingError, InternalError
+from apps_registry.exceptions import AppNotFound, CharmingError, InternalError, RouteKindMismatch
+from apps_registry.services.tokens import MISSING_TOKEN_MESSAGE
 
 logger = logging.getLogger(__name__)
 
 
+def error_message(exc: CharmingError) -> str:
+    """A domain error worded for REST callers: the domain's facts, naming the request that helps next."""
+    if isinstance(exc, AppNotFound):
+        return f"{exc.message} GET /api/apps/ lists your apps."
+    if isinstance(exc, RouteKindMismatch):
+        return (
+            f'\'{exc.op}\' is a {exc.route_kind} route: run it with "kind": "{exc.route_kind}", '
+            f'not "{exc.called_kind}".'
+        )
+    return exc.message
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, CharmingError):
-        return Response({"ok": False, "error": exc.as_envelope_error()}, status=exc.http_status)
+        return Response({"ok": False, "error": exc.as_envelope_error(error_message(exc))}, status=exc.http_status)
     response = drf_exception_handler(exc, context)
     if response is not None:
         detail = response.data.get("detail") if isinstance(response.data, dict) else None
+        if isinstance(exc, drf_exceptions.NotAuthenticated):  # no authenticator recognised a credential
+            detail = MISSING_TOKEN_MESSAGE
         message = str(detail) if detail is not None else "The request is invalid."
         kind = getattr(exc, "default_code", "invalid_request")
         error: dict[str, Any] = {"kind": "unauthenticated" if response.status_code == 401 else kind, "message": message}

@@ -1,54 +1,71 @@
-"""Running an app's routes over plain REST: the same service the MCP tools call, without MCP."""
+"""Running an app's routes over plain REST: the same services the MCP tools call, without MCP."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps_registry.exceptions import InvalidInput
+from apps_registry.api.serializers import StrictInputSerializer, input_validated
+from apps_registry.services.advisories import AdvisoryNote, advisories_deliver
 from apps_registry.services.routes import route_run
+
+
+class AdvisorySerializer(serializers.Serializer):
+    """An advisory as the REST API shows it; the optional fields are left out when unset."""
+
+    kind = serializers.CharField()
+    severity = serializers.CharField()
+    summary = serializers.CharField()
+    user_summary = serializers.CharField()
+    data = serializers.JSONField()  # type: ignore[assignment]  # a field named like Serializer.data
+    doc_url = serializers.CharField()
+
+    def to_representation(self, instance: AdvisoryNote) -> dict[str, Any]:
+        shaped = super().to_representation(instance)
+        return {key: value for key, value in shaped.items() if value or key in ("kind", "severity", "summary")}
+
+
+def with_advisories(body: dict[str, Any], notes: list[AdvisoryNote]) -> dict[str, Any]:
+    if notes:
+        body["advisories"] = AdvisorySerializer(notes, many=True).data
+    return body
 
 
 class RouteRunView(APIView):
     """POST /api/apps/<app_id>/run/<op>/ {"params": {...}, "kind": "mutation"|"query"}: run one route.
 
     `kind` defaults to "mutation"; `params` may be omitted when the route takes no input.
-    Answers the tools' envelope: {"ok": true, "value": ...} or {"ok": false, "error": {...}}.
+    Answers the envelope: {"ok": true, "value": ..., "advisories"?: [...]} or {"ok": false, "error": {...}}.
+    A successful run carries the app's advisories, as the tools' results do (a staff answer to the caller's
+    feedback is delivered once, on whichever transport comes first).
     """
 
+    class InputSerializer(StrictInputSerializer):
+        example = '{"params": {...}, "kind": "mutation"}'
+        takes = "a run takes only 'params' and 'kind'."
+
+        params = serializers.DictField(
+            required=False,
+            allow_null=True,
+            error_messages={
+                "not_a_dict": "'params' must be a JSON object matching the route's input schema, got {input_type}."
+            },
+        )
+        kind = serializers.ChoiceField(
+            choices=["mutation", "query"],
+            default="mutation",
+            error_messages={
+                "invalid_choice": "'kind' must be 'mutation' or 'query', got {input!r}.",
+                "null": "'kind' must be 'mutation' or 'query', got None.",
+            },
+        )
+
     def post(self, request: Request, app_id: str, op: str) -> Response:
-        params, kind = _parse(request.data)
-        result = route_run(actor=request.user, app_id=app_id, op=op, params=params, kind=kind)
-        return Response({"ok": True, "value": result.value})
-
-
-def _parse(data: Any) -> tuple[dict[str, Any] | None, Literal["query", "mutation"]]:
-    if not isinstance(data, dict):
-        raise InvalidInput(
-            'Send a JSON object like {"params": {...}, "kind": "mutation"}.',
-            errors=[{"path": "$", "message": f"expected an object, got {type(data).__name__}"}],
-        )
-    unknown = sorted(set(data) - {"params", "kind"})
-    if unknown:
-        raise InvalidInput(
-            f"Unknown field(s) {', '.join(repr(k) for k in unknown)}: a run takes only 'params' and 'kind'.",
-            errors=[{"path": f"$.{key}", "message": "unknown field"} for key in unknown],
-        )
-    params = data.get("params")
-    if params is not None and not isinstance(params, dict):
-        raise InvalidInput(
-            "'params' must be a JSON object matching the route's input schema.",
-            errors=[{"path": "$.params", "message": f"expected an object, got {type(params).__name__}"}],
-        )
-    kind = data.get("kind", "mutation")
-    if kind == "query":
-        return params, "query"
-    if kind == "mutation":
-        return params, "mutation"
-    raise InvalidInput(
-        f"'kind' must be 'mutation' or 'query', got {kind!r}.",
-        errors=[{"path": "$.kind", "message": "must be 'mutation' or 'query'"}],
-    )
+        data = input_validated(self.InputSerializer, request.data)
+        result = route_run(actor=request.user, app_id=app_id, op=op, params=data.get("params"), kind=data["kind"])
+        notes = advisories_deliver(actor=request.user, app=result.app)
+        return Response(with_advisories({"ok": True, "value": result.value}, notes))

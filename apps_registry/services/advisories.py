@@ -1,56 +1,86 @@
-"""Advisories attached to an app's tool results, including delivery of staff answers to feedback."""
+"""Advisory delivery: which advisories a result about an app carries, for every transport.
+
+A result carries the app's open advisories and one `feedback-response` note per unread staff answer
+to the caller's feedback on that app; delivering an answer marks it read, so it is delivered once.
+Each transport shapes the notes for its own callers (mcp_tools.results for the tool contracts).
+"""
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from apps_registry.access import app_for
+from apps_registry.exceptions import NotFound
 from apps_registry.models import Advisory, App, FeedbackResponse
 from apps_registry.selectors import advisories_open_for
 
 FEEDBACK_RESPONSE_KIND = "feedback-response"
 
 
-def advisory_as_contract(advisory: Advisory) -> dict[str, Any]:
-    """An advisory in the tool contract's shape: kind, severity, summary and the optional fields when set."""
-    shaped: dict[str, Any] = {"kind": advisory.kind, "severity": advisory.severity, "summary": advisory.summary}
-    if advisory.user_summary:
-        shaped["userSummary"] = advisory.user_summary
-    if advisory.data:
-        shaped["data"] = advisory.data
-    if advisory.doc_url:
-        shaped["doc_url"] = advisory.doc_url
-    return shaped
+@dataclass(frozen=True)
+class AdvisoryNote:
+    """One advisory as a result carries it; `user_summary`, `data` and `doc_url` are empty when unset."""
+
+    kind: str
+    severity: str
+    summary: str
+    user_summary: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    doc_url: str = ""
 
 
-def _feedback_response_advisory(response: FeedbackResponse, app: App) -> dict[str, Any]:
+def _stored_note(advisory: Advisory) -> AdvisoryNote:
+    return AdvisoryNote(
+        kind=advisory.kind,
+        severity=advisory.severity,
+        summary=advisory.summary,
+        user_summary=advisory.user_summary,
+        data=advisory.data or {},
+        doc_url=advisory.doc_url,
+    )
+
+
+def _feedback_response_note(response: FeedbackResponse, app: App) -> AdvisoryNote:
     feedback = response.feedback
     excerpt = feedback.body if len(feedback.body) <= 120 else feedback.body[:117] + "..."
     sent = f"{feedback.created_at:%Y-%m-%d}"
-    return {
-        "kind": FEEDBACK_RESPONSE_KIND,
-        "severity": "info",
-        "summary": (
+    return AdvisoryNote(
+        kind=FEEDBACK_RESPONSE_KIND,
+        severity="info",
+        summary=(
             f"Charming staff answered the feedback the user sent on {sent} about the app '{app.name}' "
             f'("{excerpt}"): {response.body} -- Pass this answer on to the user.'
         ),
-        "userSummary": f"Charming staff answered your feedback about '{app.name}': {response.body}",
-        "data": {
+        user_summary=f"Charming staff answered your feedback about '{app.name}': {response.body}",
+        data={
             "feedback_id": str(feedback.pk),
             "response_id": str(response.pk),
             "feedback_excerpt": excerpt,
             "responded_at": response.created_at.isoformat(),
         },
-    }
+    )
 
 
 @transaction.atomic
-def advisories_for_result(*, actor: Any, app: App) -> list[dict[str, Any]]:
-    """Open advisories of the app in the contract's shape, plus one `feedback-response` advisory per
-    unread staff response to the actor's feedback on this app; those responses are marked read here."""
-    shaped = [advisory_as_contract(advisory) for advisory in advisories_open_for(app)]
+def advisories_deliver(
+    *, actor: Any, app: App | None = None, app_id: uuid.UUID | str | None = None
+) -> list[AdvisoryNote]:
+    """The advisories a result about an app carries for `actor`, marking delivered feedback answers read.
+
+    Pass `app` when the call reached it (through apps_registry.access), else `app_id`: an app the
+    actor cannot see (or a missing one) carries none.
+    """
+    if app is None:
+        try:
+            app, _role = app_for(actor=actor, app_id=str(app_id), need="read")
+        except NotFound:
+            return []
+    notes = [_stored_note(advisory) for advisory in advisories_open_for(app)]
     # Locked so two concurrent calls cannot both deliver (or both miss) the same answer.
     unread = list(
         FeedbackResponse.objects.select_for_update(of=("self",))
@@ -62,5 +92,5 @@ def advisories_for_result(*, actor: Any, app: App) -> list[dict[str, Any]]:
         FeedbackResponse.objects.filter(pk__in=[r.pk for r in unread], read_at__isnull=True).update(
             read_at=timezone.now()
         )
-        shaped.extend(_feedback_response_advisory(response, app) for response in unread)
-    return shaped
+        notes.extend(_feedback_response_note(response, app) for response in unread)
+    return notes

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from apps_registry.exceptions import Forbidden, app_not_found
+from apps_registry.access import app_for
 from apps_registry.models import App, AuditEvent, Membership, Role, Storage
 
 
@@ -45,15 +45,10 @@ def app_create(*, owner: Any, name: str, description: str = "", app_id: uuid.UUI
     return app
 
 
-@transaction.atomic
-def membership_set(*, actor: Any, app: App, user: Any, role: str) -> Membership:
-    """Give `user` a role (editor or viewer) in `app`. Only the owner may share."""
-    if app.owner_id != actor.pk:
-        raise Forbidden("Only the app's owner can share it.")
-    if role not in (Role.EDITOR, Role.VIEWER):
-        raise ValueError(f"role must be 'editor' or 'viewer', got {role!r}")
-    membership, _ = Membership.objects.update_or_create(user=user, app=app, defaults={"role": role})
-    return membership
+def app_delete_check(*, actor: Any, app_id: uuid.UUID | str) -> App:
+    """The app, if the actor may delete it (NotFound or AccessDenied otherwise): ask before a confirmation prompt."""
+    app, _role = app_for(actor=actor, app_id=app_id, need="own")
+    return app
 
 
 @transaction.atomic
@@ -62,11 +57,7 @@ def app_delete(*, actor: Any, app_id: uuid.UUID | str, purge_storage: bool, conf
 
     `confirmed_via` records how the user confirmed ("elicitation", "confirm_parameter", "admin", "command").
     """
-    app = App.objects.select_for_update().filter(pk=str(app_id), memberships__user=actor).first()
-    if app is None:
-        raise app_not_found(app_id)
-    if app.owner_id != actor.pk:
-        raise Forbidden("Only the app's owner can delete it; you are a member, not the owner.")
+    app, _role = app_for(actor=actor, app_id=app_id, need="own", for_update=True)
     storage = Storage.objects.select_for_update().filter(app=app).first()
     records_purged = 0
     retained_until = None

@@ -8,8 +8,9 @@ from typing import Any
 
 from django.db import transaction
 
-from apps_registry.exceptions import Forbidden, InvalidDefinition, app_not_found
-from apps_registry.models import Advisory, App, Membership, Route
+from apps_registry.access import app_for
+from apps_registry.exceptions import InvalidDefinition
+from apps_registry.models import Advisory, App, Route
 from apps_registry.routes import cache
 from apps_registry.routes.advisories import AUTHORING_KINDS, DOC_URL, authoring_advisories
 from apps_registry.routes.compiler import DefinitionParts, check_definition
@@ -31,7 +32,7 @@ def definition_check(*, definition: Any) -> DefinitionParts:
 
 
 def app_definition_save(*, actor: Any, definition: Any, app_id: uuid.UUID | str | None = None) -> App:
-    """Create an app from a definition, or replace the definition of an app the actor owns.
+    """Create an app from a definition, or replace the definition of an app the actor may author.
 
     A definition that does not validate is refused whole (InvalidDefinition); nothing is saved.
     Only routes whose content changed get a new version, so only they are recompiled.
@@ -65,12 +66,9 @@ def _app_for_save(*, actor: Any, app_id: uuid.UUID | str | None, parts: Definiti
             raise InvalidDefinition(
                 f"app_id {app_id!r} is not a UUID.", errors=[{"path": "app_id", "message": "must be a UUID"}]
             ) from None
-        app = App.objects.select_for_update().filter(pk=app_uuid).first()
-        if app is not None:
-            if not Membership.objects.filter(app=app, user=actor).exists():
-                raise app_not_found(app_id)
-            if app.owner_id != actor.pk:
-                raise Forbidden("Only the app's owner can replace its definition; you are a member, not the owner.")
+        # An unused id creates the app; an id in use needs the right to author that app.
+        if App.objects.filter(pk=app_uuid).exists():
+            app, _role = app_for(actor=actor, app_id=app_uuid, need="author", for_update=True)
             app.name, app.description, app.collections = parts.name, parts.description, parts.collections
             app.save(update_fields=["name", "description", "collections", "updated_at"])
             return app
@@ -109,22 +107,9 @@ def _sync_routes(*, app: App, parts: DefinitionParts) -> list[int]:
     return changed
 
 
-def _owned_app(*, actor: Any, app_id: uuid.UUID | str) -> App:
-    try:
-        app_uuid = uuid.UUID(str(app_id))
-    except ValueError:
-        raise app_not_found(app_id) from None
-    app = App.objects.filter(pk=app_uuid, memberships__user=actor).first()
-    if app is None:
-        raise app_not_found(app_id)
-    if app.owner_id != actor.pk:
-        raise Forbidden("Only the app's owner can read or change its definition; you are a member, not the owner.")
-    return app
-
-
 def app_definition_export(*, actor: Any, app_id: uuid.UUID | str) -> dict[str, Any]:
-    """The app's definition as stored (owner only): the same document `app_definition_save` accepts."""
-    app = _owned_app(actor=actor, app_id=app_id)
+    """The app's definition as stored (for those who may author it): the same document `app_definition_save` accepts."""
+    app, _role = app_for(actor=actor, app_id=app_id, need="author")
     routes: dict[str, Any] = {}
     for route in Route.objects.filter(app=app).order_by("name"):
         exported: dict[str, Any] = {"kind": route.kind}
@@ -146,9 +131,9 @@ def app_definition_export(*, actor: Any, app_id: uuid.UUID | str) -> dict[str, A
 
 @transaction.atomic
 def app_definition_clear(*, actor: Any, app_id: uuid.UUID | str) -> App:
-    """Remove an app's routes and declared collections (owner only). The app and its records stay:
-    deleting an app is delete_app's job, with its confirmation and audit trail."""
-    app = _owned_app(actor=actor, app_id=app_id)
+    """Remove an app's routes and declared collections (for those who may author it). The app and its records stay:
+    deleting an app is app_delete's job, with its confirmation and audit trail."""
+    app, _role = app_for(actor=actor, app_id=app_id, need="author", for_update=True)
     route_ids = list(Route.objects.filter(app=app).values_list("pk", flat=True))
     Route.objects.filter(app=app).delete()
     Advisory.objects.filter(app=app, kind__in=AUTHORING_KINDS).delete()

@@ -7,9 +7,9 @@ from typing import Any
 
 from django.db import transaction
 
+from apps_registry.access import app_for
 from apps_registry.exceptions import InvalidInput
 from apps_registry.models import Feedback
-from apps_registry.selectors import app_get_visible
 
 FEEDBACK_MAX_CHARS = 5000
 
@@ -21,7 +21,7 @@ def feedback_send(*, actor: Any, app_id: uuid.UUID | str, body: str) -> Feedback
     NotFound when the app does not exist or the actor is not a member; InvalidInput for an empty
     or overlong body.
     """
-    app, _role = app_get_visible(user=actor, app_id=app_id)
+    app, _role = app_for(actor=actor, app_id=app_id, need="read")
     if not isinstance(body, str):
         raise InvalidInput(
             "Feedback body must be a string of text.",

@@ -25,6 +25,9 @@ from apps_registry.services.apps import audit_record
 
 DEFAULT_BATCH_SIZE = 1000
 # Called after each committed batch with (records deleted so far in this run, records present at the start).
+# It runs between two batches, outside any transaction and holding no lock: the commands report progress
+# with it, and tests use it as the seam where a concurrent restore lands exactly between two batches (a
+# hook may block; the purge resumes, and re-checks the storage under lock, when it returns).
 BatchHook = Callable[[int, int], None]
 
 
@@ -80,7 +83,7 @@ def retained_storage_purge(
     storage_id: uuid.UUID | str,
     batch_size: int = DEFAULT_BATCH_SIZE,
     on_batch: BatchHook | None = None,
-    via: str = "command",
+    confirmed_via: str = "command",
 ) -> StoragePurgeResult:
     """Delete one retained storage and its records, in batches; safe to re-run after an interruption.
 
@@ -97,12 +100,14 @@ def retained_storage_purge(
             f"Storage {storage.id} belongs to the live app '{storage.app_name}' ({storage.app_uuid}); only retained "
             "storage of a deleted app can be purged. To remove a live app with its data, use purge_app."
         )
-    return _purge_detached(storage=storage, actor=actor, batch_size=batch_size, on_batch=on_batch, via=via)
+    return _purge_detached(
+        storage=storage, actor=actor, batch_size=batch_size, on_batch=on_batch, confirmed_via=confirmed_via
+    )
 
 
 @transaction.atomic
 def storage_restore(
-    *, actor: Any, storage_id: uuid.UUID | str, to_app_id: uuid.UUID | str, via: str = "command"
+    *, actor: Any, storage_id: uuid.UUID | str, to_app_id: uuid.UUID | str, confirmed_via: str = "command"
 ) -> StorageRestoreResult:
     """Re-attach retained storage to an app of the same owner, within the retention window.
 
@@ -185,7 +190,7 @@ def storage_restore(
             "owner": app.owner.get_username(),
             "records_restored": restored,
             "detached_at": detached_at.isoformat(),
-            "via": via,
+            "confirmed_via": confirmed_via,
         },
     )
     return StorageRestoreResult(
@@ -241,7 +246,7 @@ def app_purge(
     purged = 0
     if storage is not None:
         purged = _purge_detached(
-            storage=storage, actor=actor, batch_size=batch_size, on_batch=on_batch, via="app.purge"
+            storage=storage, actor=actor, batch_size=batch_size, on_batch=on_batch, confirmed_via="app.purge"
         ).records_purged
     return AppPurgeResult(
         app_id=app_uuid,
@@ -253,7 +258,7 @@ def app_purge(
 
 
 def _purge_detached(
-    *, storage: Storage, actor: Any, batch_size: int, on_batch: BatchHook | None, via: str
+    *, storage: Storage, actor: Any, batch_size: int, on_batch: BatchHook | None, confirmed_via: str
 ) -> StoragePurgeResult:
     at_start = Record.objects.filter(storage_id=storage.pk).count()
     deleted = 0
@@ -294,7 +299,7 @@ def _purge_detached(
                 "owner": storage.owner.get_username(),
                 "detached_at": storage.detached_at.isoformat() if storage.detached_at else None,
                 "records_purged": deleted,
-                "via": via,
+                "confirmed_via": confirmed_via,
             },
         )
     return StoragePurgeResult(

@@ -8,14 +8,15 @@ from typing import Any, Literal
 
 from django.db import connection
 
-from apps_registry.exceptions import Forbidden, OperationFailed, UnknownOp
-from apps_registry.models import App, Membership, Role, Route, Storage
+from apps_registry.access import Need, app_for, role_check
+from apps_registry.exceptions import OperationFailed, RouteKindMismatch, RouteNotFound, RouteRemoved
+from apps_registry.models import App, Membership, Route, Storage
 from apps_registry.routes.cache import compiled_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import run_route
-from apps_registry.selectors import app_get_visible
 
-_TOOL_FOR_KIND = {"query": "query_app", "mutation": "mutate_app"}
+# What running a route of each kind needs (apps_registry.access decides which roles have it).
+NEED_FOR_KIND: dict[str, Need] = {"query": "query", "mutation": "mutate"}
 
 
 @dataclass(frozen=True)
@@ -36,17 +37,14 @@ def route_run(
     # The hot path: the caller's role, the app, its storage and the route's version in one query.
     found = _route_for_call(actor=actor, app_id=app_id, op=op)
     if found is None:
-        app, role = app_get_visible(user=actor, app_id=app_id)  # NotFound for missing and invisible apps
-        _check_role(app, role, kind)
+        # NotFound for missing and invisible apps, AccessDenied for a role without the need.
+        app, role = app_for(actor=actor, app_id=app_id, need=NEED_FOR_KIND[kind])
         names = list(Route.objects.filter(app=app).order_by("name").values_list("name", "kind"))
-        listing = ", ".join(f"{name} ({route_kind})" for name, route_kind in names) or "none"
-        raise UnknownOp(f"App '{app.name}' has no route '{_clip(op)}'. Its routes: {listing}. Use get_app to see them.")
+        raise RouteNotFound(app_id=app.id, app_name=app.name, op=_clip(op), routes=names)
     app, role = found.app, found.role
-    _check_role(app, role, kind)
+    role_check(app=app, role=role, need=NEED_FOR_KIND[kind])
     if found.kind != kind:
-        raise UnknownOp(
-            f"'{op}' is a {found.kind} route: call it with {_TOOL_FOR_KIND[found.kind]}, not {_TOOL_FOR_KIND[kind]}."
-        )
+        raise RouteKindMismatch(op=op, route_kind=found.kind, called_kind=kind)
     route_id = found.route_id
     limits = current_limits()
     compiled = compiled_route(
@@ -81,6 +79,8 @@ _ROUTE_FOR_CALL_SQL: str | None = None
 
 def _route_for_call_sql() -> str:
     # Hand-written once: building this join with the ORM cost ~5x a call's CEL and validation together.
+    # It joins the caller's membership (as apps_registry.access.apps_visible_to does) and reads the role;
+    # whether that role may run the route is still decided by access.role_check.
     global _ROUTE_FOR_CALL_SQL
     if _ROUTE_FOR_CALL_SQL is None:
         quote = connection.ops.quote_name
@@ -126,7 +126,7 @@ def _storage_uuid(value: Any, app: App) -> uuid.UUID:
 def _route_or_unknown(route_id: int, op: str) -> Route:
     route = Route.objects.filter(pk=route_id).first()
     if route is None:  # removed by a save since this call looked it up
-        raise UnknownOp(f"Route '{_clip(op)}' was just removed from this app. Use get_app to see its routes.")
+        raise RouteRemoved(op=_clip(op))
     return route
 
 
@@ -134,11 +134,3 @@ def _clip(op: Any) -> str:
     """An op name as quoted in a message: a caller's 100 KB string is not echoed back."""
     text = str(op)
     return text if len(text) <= 100 else text[:100] + "…"
-
-
-def _check_role(app: App, role: str, kind: str) -> None:
-    if kind == "mutation" and role == Role.VIEWER:
-        raise Forbidden(
-            f"You are a viewer of app '{app.name}'; viewers may only query (query_app). "
-            "Ask the owner for editor access to change its data."
-        )

@@ -11,12 +11,13 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from apps_registry.exceptions import AuthenticationFailed
+from apps_registry.exceptions import AuthenticationFailed, InvalidInput
 from apps_registry.models import ApiToken
 
 TOKEN_PREFIX = "chm_"
 # Last-used is written at most this often per token, so authentication stays read-mostly.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+MISSING_TOKEN_MESSAGE = "Missing token: send the header 'Authorization: Bearer <token>'."
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,10 @@ def token_hash(plaintext: str) -> str:
 def token_create(*, user: Any, name: str = "default", expires_days: int | None = None) -> IssuedToken:
     """Issue a token. The plaintext is returned once here and never stored."""
     if expires_days is not None and expires_days <= 0:
-        raise ValueError(f"expires_days must be a positive number of days, got {expires_days}")
+        raise InvalidInput(
+            f"A token's lifetime must be a positive number of days, got {expires_days}.",
+            errors=[{"path": "$.expires_days", "message": "must be a positive number of days"}],
+        )
     prefix = secrets.token_hex(4)
     plaintext = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
     expires_at = timezone.now() + timedelta(days=expires_days) if expires_days else None
@@ -45,7 +49,7 @@ def token_create(*, user: Any, name: str = "default", expires_days: int | None =
 def token_authenticate(*, plaintext: str | None) -> ApiToken:
     """Resolve a bearer token to its ApiToken, or say exactly why it is refused (never echoing it)."""
     if not plaintext:
-        raise AuthenticationFailed("Missing token: send the header 'Authorization: Bearer <token>'.")
+        raise AuthenticationFailed(MISSING_TOKEN_MESSAGE)
     token = ApiToken.objects.select_related("user").filter(secret_hash=token_hash(plaintext)).first()
     if token is None:
         raise AuthenticationFailed("Unknown token: no such API token exists. Create one with manage.py create_token.")

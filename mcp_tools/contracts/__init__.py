@@ -1,4 +1,4 @@
-"""The MCP tool contracts: one JSON file per tool, served verbatim by tools/list.
+"""The MCP tool contracts: one JSON file per tool, served verbatim by tools/list (see mcp_tools.registry).
 
 `mutate_app.json` and `delete_app.json` are byte-for-byte copies of the product's promise
 (../shared/spec); the companions are written in the same style.
@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 CONTRACTS_DIR = Path(__file__).resolve().parent
-TOOL_NAMES: tuple[str, ...] = ("list_apps", "get_app", "query_app", "mutate_app", "send_feedback", "delete_app")
 
 
 def contract_load(name: str) -> dict[str, Any]:
@@ -19,6 +18,3 @@ def contract_load(name: str) -> dict[str, Any]:
     with (CONTRACTS_DIR / f"{name}.json").open(encoding="utf-8") as handle:
         contract: dict[str, Any] = json.load(handle)
     return contract
-
-
-CONTRACTS: dict[str, dict[str, Any]] = {name: contract_load(name) for name in TOOL_NAMES}

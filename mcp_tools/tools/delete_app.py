@@ -17,12 +17,11 @@ from django.conf import settings
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from apps_registry.exceptions import ConfirmationRequired, Forbidden
-from apps_registry.selectors import app_get_visible
-from apps_registry.services.advisories import advisories_for_result
-from apps_registry.services.apps import DeletionResult, app_delete
+from apps_registry.exceptions import AccessDenied, ConfirmationRequired
+from apps_registry.services.advisories import advisories_deliver
+from apps_registry.services.apps import DeletionResult, app_delete, app_delete_check
 from mcp_tools.confirmation import confirmation_state_new, confirmation_state_redeem
-from mcp_tools.results import plain_error, plain_ok
+from mcp_tools.results import advisories_as_contract, plain_error, plain_ok
 from mcp_tools.tools import ToolCall, ToolResult, db
 
 CONFIRM_INPUT_KEY = "confirm_delete"
@@ -44,15 +43,18 @@ NOT_OWNER_MESSAGE = "Only the app's owner can delete it; you are {role}, not the
 class Target:
     app_id: str
     name: str
-    role: str
-    advisories: list[dict[str, Any]]
 
 
 def _target(user: Any, app_id: str) -> Target:
-    app, role = app_get_visible(user=user, app_id=app_id)
-    # Advisories only where the call ends without deleting (here: a non-owner); delivering them marks answers read.
-    advisories = advisories_for_result(actor=user, app=app) if role != "owner" else []
-    return Target(app_id=str(app.id), name=app.name, role=role, advisories=advisories)
+    app = app_delete_check(actor=user, app_id=app_id)
+    return Target(app_id=str(app.id), name=app.name)
+
+
+def _not_owner(user: Any, app_id: str, refusal: AccessDenied) -> ToolResult:
+    # Advisories only where the call ends without deleting; delivering them marks answers read.
+    advisories = advisories_as_contract(advisories_deliver(actor=user, app_id=app_id))
+    role = "an editor" if refusal.role == "editor" else f"a {refusal.role}"
+    return plain_error(refusal.as_envelope_error(NOT_OWNER_MESSAGE.format(role=role)), advisories=advisories)
 
 
 def _prompt(target: Target, purge_storage: bool) -> str:
@@ -108,12 +110,10 @@ def _can_elicit(call: ToolCall) -> bool:
 
 async def handle(call: ToolCall) -> ToolResult:
     purge_storage = call.arguments.get("purge_storage") is True
-    target = await db(_target, call.user, call.arguments["app_id"])
-    if target.role != "owner":
-        role = "an editor" if target.role == "editor" else "a viewer"
-        return plain_error(
-            Forbidden(NOT_OWNER_MESSAGE.format(role=role)).as_envelope_error(), advisories=target.advisories
-        )
+    try:
+        target = await db(_target, call.user, call.arguments["app_id"])
+    except AccessDenied as refusal:  # the service's refusal, worded for the agent
+        return await db(_not_owner, call.user, call.arguments["app_id"], refusal)
 
     if not _can_elicit(call):
         if call.arguments.get("confirm") is True:

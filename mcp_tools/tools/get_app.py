@@ -6,9 +6,10 @@ import json
 from typing import Any
 
 from apps_registry import selectors
+from apps_registry.access import app_for
 from apps_registry.models import Route
-from apps_registry.services.advisories import advisories_for_result
-from mcp_tools.results import envelope_ok
+from apps_registry.services.advisories import advisories_deliver
+from mcp_tools.results import TOOL_FOR_KIND, advisories_as_contract, envelope_ok
 from mcp_tools.tools import ToolCall, ToolResult, db
 
 
@@ -23,7 +24,7 @@ def route_as_contract(route: Route) -> dict[str, Any]:
 
 
 def _describe(user: Any, app_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    app, role = selectors.app_get_visible(user=user, app_id=app_id)
+    app, role = app_for(actor=user, app_id=app_id, need="read")
     value = {
         "id": str(app.id),
         "name": app.name,
@@ -31,7 +32,7 @@ def _describe(user: Any, app_id: str) -> tuple[dict[str, Any], list[dict[str, An
         "role": role,
         "routes": [route_as_contract(route) for route in selectors.routes_of(app)],
     }
-    return value, advisories_for_result(actor=user, app=app)
+    return value, advisories_as_contract(advisories_deliver(actor=user, app=app))
 
 
 async def handle(call: ToolCall) -> ToolResult:
@@ -42,7 +43,7 @@ async def handle(call: ToolCall) -> ToolResult:
     if not value["routes"]:
         lines.append("It has no routes yet.")
     for route in value["routes"]:
-        tool = "query_app" if route["kind"] == "query" else "mutate_app"
+        tool = TOOL_FOR_KIND[route["kind"]]
         lines.append(
             f"\n{route['name']} ({route['kind']}, call with {tool}): {route['description'] or 'no description'}"
             f"\n  input: {json.dumps(route['input'], ensure_ascii=False)}"

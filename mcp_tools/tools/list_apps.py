@@ -4,20 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps_registry.selectors import app_memberships_for
+from apps_registry.selectors import AppListing, app_listings_for
 from mcp_tools.results import envelope_ok
 from mcp_tools.tools import ToolCall, ToolResult, db
 
 
-def _apps_of(user: Any) -> list[dict[str, Any]]:
-    return [
-        {"id": str(m.app.id), "name": m.app.name, "description": m.app.description, "role": m.role}
-        for m in app_memberships_for(user)
-    ]
+def app_as_contract(listing: AppListing) -> dict[str, Any]:
+    return {"id": str(listing.id), "name": listing.name, "description": listing.description, "role": listing.role}
 
 
 async def handle(call: ToolCall) -> ToolResult:
-    apps = await db(_apps_of, call.user)
+    apps = [app_as_contract(listing) for listing in await db(app_listings_for, call.user)]
     if not apps:
         return envelope_ok(apps, text="You have no Charming apps yet.")
     lines = [f"- {a['name']} (id {a['id']}, you are {a['role']}): {a['description'] or 'no description'}" for a in apps]

@@ -5,20 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from apps_registry.exceptions import CharmingError, NotFound
-from apps_registry.selectors import app_get_visible
-from apps_registry.services.advisories import advisories_for_result
+from apps_registry.exceptions import CharmingError
+from apps_registry.services.advisories import advisories_deliver
 from apps_registry.services.routes import route_run
-from mcp_tools.results import envelope_ok, error_result
+from mcp_tools.results import advisories_as_contract, envelope_ok, error_result
 from mcp_tools.tools import ToolCall, ToolResult, db
-
-
-def _advisories_if_visible(user: Any, app_id: str) -> list[dict[str, Any]]:
-    try:
-        app, _role = app_get_visible(user=user, app_id=app_id)
-    except NotFound:
-        return []
-    return advisories_for_result(actor=user, app=app)
 
 
 def _run(
@@ -27,9 +18,8 @@ def _run(
     try:
         result = route_run(actor=user, app_id=app_id, op=op, params=params, kind=kind)
     except CharmingError as error:
-        advisories = [] if isinstance(error, NotFound) else _advisories_if_visible(user, app_id)
-        return None, error, advisories
-    return result.value, None, advisories_for_result(actor=user, app=result.app)
+        return None, error, advisories_as_contract(advisories_deliver(actor=user, app_id=app_id))
+    return result.value, None, advisories_as_contract(advisories_deliver(actor=user, app=result.app))
 
 
 async def _handle(call: ToolCall, kind: Literal["query", "mutation"]) -> ToolResult:

@@ -50,10 +50,18 @@ def test_every_changelist_and_change_page_renders_for_staff(client, staff, popul
         assert response.status_code == 200, model
 
 
-def test_admin_search_boxes_find_things(client, staff, populated):
+def test_admin_app_search_finds_the_matching_app_and_not_the_other(client, staff, user, other_user):
+    wanted = make_app(owner=user, name="Holiday planner")
+    unwanted = make_app(owner=other_user, name="Grocery list")
     client.force_login(staff)
-    response = client.get(admin_url(type(populated.app), "changelist"), {"q": populated.app.name})
-    assert populated.app.name in response.content.decode()
+    response = client.get(admin_url(App, "changelist"), {"q": "holiday"})
+    assert response.status_code == 200
+    assert list(response.context["cl"].result_list) == [wanted]
+    body = response.content.decode()
+    assert wanted.name in body and unwanted.name not in body
+    # Without a query both are listed: the search, not the page, is what left the other one out.
+    unfiltered = client.get(admin_url(App, "changelist"))
+    assert set(unfiltered.context["cl"].result_list) == {wanted, unwanted}
 
 
 def test_non_staff_is_refused_everywhere(client, populated):
@@ -73,18 +81,30 @@ def test_token_pages_never_show_the_secret(client, staff, user):
         assert issued.plaintext not in body and issued.token.secret_hash not in body
 
 
-def test_revoke_action_revokes_tokens(client, staff, user):
+def test_revoke_action_revokes_the_selected_tokens_only(client, staff, user):
     issued = token_create(user=user)
+    kept = token_create(user=user, name="other laptop")
     client.force_login(staff)
-    client.post(admin_url(ApiToken, "changelist"), {"action": "revoke_selected", "_selected_action": [issued.token.pk]})
+    response = client.post(
+        admin_url(ApiToken, "changelist"), {"action": "revoke_selected", "_selected_action": [issued.token.pk]}
+    )
+    assert response.status_code == 302
+    assert [str(m) for m in get_messages(response.wsgi_request)] == ["Revoked 1 token(s)."]
     assert ApiToken.objects.get(pk=issued.token.pk).revoked
+    assert not ApiToken.objects.get(pk=kept.token.pk).revoked
 
 
-def test_resolve_action_resolves_advisories(client, staff, populated):
+def test_resolve_action_resolves_the_selected_advisories_only(client, staff, populated):
+    other = AdvisoryFactory(app=populated.app, kind="find-without-limit")
     client.force_login(staff)
-    client.post(admin_url(Advisory, "changelist"), {"action": "resolve_selected", "_selected_action": [populated.pk]})
+    response = client.post(
+        admin_url(Advisory, "changelist"), {"action": "resolve_selected", "_selected_action": [populated.pk]}
+    )
+    assert [str(m) for m in get_messages(response.wsgi_request)] == ["Resolved 1 advisory."]
     populated.refresh_from_db()
     assert populated.resolved and populated.resolved_at is not None
+    other.refresh_from_db()
+    assert not other.resolved and other.resolved_at is None
 
 
 def test_staff_answer_on_the_feedback_page_records_who_answered(client, staff):
@@ -110,6 +130,11 @@ def test_records_and_audit_are_read_only_in_admin(client, staff, populated):
     client.force_login(staff)
     storage = Storage.objects.first()
     assert client.get(admin_url(Storage, "delete", storage.pk)).status_code == 403
+    assert client.post(admin_url(Storage, "delete", storage.pk), {"post": "yes"}).status_code == 403
+    assert Storage.objects.filter(pk=storage.pk).exists()
+    record = Record.objects.first()
+    assert client.post(admin_url(Record, "delete", record.pk), {"post": "yes"}).status_code == 403
+    assert Record.objects.filter(pk=record.pk).exists()
     event = AuditEvent.objects.first()
     assert client.post(admin_url(AuditEvent, "delete", event.pk), {"post": "yes"}).status_code == 403
     assert AuditEvent.objects.filter(pk=event.pk).exists()
@@ -142,6 +167,8 @@ def test_stock_app_delete_is_replaced_by_the_audited_purge(client, staff):
     app = make_app(name="Budget")
     client.force_login(staff)
     assert client.get(admin_url(App, "delete", app.pk)).status_code == 403
+    assert client.post(admin_url(App, "delete", app.pk), {"post": "yes"}).status_code == 403
+    assert App.objects.filter(pk=app.pk).exists()
     assert offered_actions(client, App) == {"purge_selected"}
 
 
@@ -170,9 +197,13 @@ def test_purge_and_restore_actions_need_their_permissions(client, user):
     clerk = grant(UserFactory(username="clerk", is_staff=True), "view_app", "view_storage")
     client.force_login(clerk)
     assert offered_actions(client, App) == set() and offered_actions(client, Storage) == set()
-    post_action(client, App, "purge_selected", [app.pk], confirmed="yes")
-    post_action(client, Storage, "purge_selected", [storage.pk], confirmed="yes")
+    for model, pk in ((App, app.pk), (Storage, storage.pk)):
+        # With no action allowed, the POST is ignored: the plain list comes back, with no message.
+        ignored = post_action(client, model, "purge_selected", [pk], confirmed="yes")
+        assert ignored.status_code == 200 and ignored.context["cl"].model is model, model
+        assert list(get_messages(ignored.wsgi_request)) == [], model
     assert App.objects.filter(pk=app.pk).exists() and Storage.objects.filter(pk=storage.pk).exists()
+    assert not AuditEvent.objects.filter(action__in=["app.purge", "storage.purge"]).exists()
 
     clerk = grant(clerk, "purge_storage", "restore_storage", "purge_app")
     client.force_login(clerk)
@@ -206,7 +237,7 @@ def test_restore_action_offers_only_the_owners_apps_and_restores(client, staff, 
     assert response.status_code == 302
     storage.refresh_from_db()
     assert storage.app == mine and storage.detached_at is None
-    assert AuditEvent.objects.get(action="storage.restore").details["via"] == "admin"
+    assert AuditEvent.objects.get(action="storage.restore").details["confirmed_via"] == "admin"
 
 
 def test_restore_action_outside_the_window_shows_the_refusal(client, staff, user, settings):

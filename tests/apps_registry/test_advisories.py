@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from apps_registry.services.advisories import advisories_for_result
+from apps_registry.services.advisories import AdvisoryNote, advisories_deliver
 from apps_registry.services.staff import feedback_respond
+from mcp_tools.results import advisories_as_contract
 from tests.factories import AdvisoryFactory, FeedbackFactory, make_app
 
 
 @pytest.mark.django_db
-def test_advisories_are_shaped_like_the_contract_with_optional_fields_only_when_set(user):
+def test_open_advisories_are_delivered_and_shaped_like_the_contract_with_optional_fields_only_when_set(user):
     app = make_app(owner=user)
     AdvisoryFactory(
         app=app,
@@ -21,8 +22,10 @@ def test_advisories_are_shaped_like_the_contract_with_optional_fields_only_when_
     )
     AdvisoryFactory(app=app, kind="missing-output-schema", severity="warn", summary="t", user_summary="u")
 
-    shaped = advisories_for_result(actor=user, app=app)
+    notes = advisories_deliver(actor=user, app=app)
+    shaped = advisories_as_contract(notes)
 
+    assert notes[1] == AdvisoryNote(kind="missing-output-schema", severity="warn", summary="t", user_summary="u")
     assert shaped == [
         {
             "kind": "legacy-bridge",
@@ -42,11 +45,11 @@ def test_each_unread_answer_is_delivered_once_and_marked_read(user, staff):
     first = feedback_respond(staff=staff, feedback=feedback, body="One")
     second = feedback_respond(staff=staff, feedback=feedback, body="Two")
 
-    delivered = advisories_for_result(actor=user, app=app)
-    again = advisories_for_result(actor=user, app=app)
+    delivered = advisories_deliver(actor=user, app=app)
+    again = advisories_deliver(actor=user, app=app)
 
-    assert [a["data"]["response_id"] for a in delivered] == [str(first.pk), str(second.pk)]
-    assert all(a["kind"] == "feedback-response" and a["userSummary"] for a in delivered)
+    assert [a.data["response_id"] for a in delivered] == [str(first.pk), str(second.pk)]
+    assert all(a.kind == "feedback-response" and a.user_summary for a in delivered)
     assert again == []
     first.refresh_from_db()
     assert first.read_at is not None
@@ -57,7 +60,19 @@ def test_answers_on_another_app_are_not_delivered_here(user, staff):
     app, other = make_app(owner=user, name="A"), make_app(owner=user, name="B")
     feedback_respond(staff=staff, feedback=FeedbackFactory(app=other, author=user), body="Elsewhere")
 
-    assert advisories_for_result(actor=user, app=app) == []
+    assert advisories_deliver(actor=user, app=app) == []
+
+
+@pytest.mark.django_db
+def test_an_app_the_caller_cannot_see_carries_no_advisories_and_delivers_nothing(user, other_user, staff):
+    app = make_app(owner=user)
+    AdvisoryFactory(app=app)
+    answer = feedback_respond(staff=staff, feedback=FeedbackFactory(app=app, author=other_user), body="Hidden")
+
+    assert advisories_deliver(actor=other_user, app_id=app.id) == []
+    assert advisories_deliver(actor=other_user, app_id="not-a-uuid") == []
+    answer.refresh_from_db()
+    assert answer.read_at is None
 
 
 @pytest.mark.postgres
@@ -77,8 +92,8 @@ def test_concurrent_results_deliver_each_answer_exactly_once(user, staff):
     def deliver():
         try:
             barrier.wait()
-            shaped = advisories_for_result(actor=user, app=app)
-            delivered.extend(a["data"]["response_id"] for a in shaped if a["kind"] == "feedback-response")
+            notes = advisories_deliver(actor=user, app=app)
+            delivered.extend(a.data["response_id"] for a in notes if a.kind == "feedback-response")
         finally:
             connection.close()
 

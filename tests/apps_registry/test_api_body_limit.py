@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -35,6 +36,11 @@ def parse(body: bytes, meta: dict) -> tuple[object, CountingStream]:
 BIG = json.dumps({"s": "x" * 10_000}).encode()
 
 
+def too_large(limit: int) -> str:
+    """The `match=` for RequestTooLarge's message at this limit."""
+    return re.escape(f"The request body is larger than {limit} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE); send less data.")
+
+
 @pytest.mark.parametrize(
     "meta",
     [{}, {"CONTENT_LENGTH": ""}, {"CONTENT_LENGTH": "10"}, {"CONTENT_LENGTH": "0"}, {"CONTENT_LENGTH": "junk"}],
@@ -56,7 +62,7 @@ def test_a_body_over_the_limit_is_refused_without_a_truthful_content_length(sett
 def test_a_declared_length_over_the_limit_is_refused_without_reading(settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     stream = CountingStream(BIG)
-    with pytest.raises(RequestTooLarge):
+    with pytest.raises(RequestTooLarge, match=too_large(1000)):
         LimitedJSONParser().parse(
             stream, "application/json", {"request": SimpleNamespace(META={"CONTENT_LENGTH": str(len(BIG))})}
         )
@@ -72,13 +78,13 @@ def test_a_body_exactly_at_the_limit_is_parsed_without_content_length(settings):
 
 def test_one_byte_over_the_limit_is_refused_without_content_length(settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = len(BIG) - 1
-    with pytest.raises(RequestTooLarge):
+    with pytest.raises(RequestTooLarge, match=too_large(len(BIG) - 1)):
         parse(BIG, {})
 
 
 def test_without_a_context_the_limit_still_applies(settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
-    with pytest.raises(RequestTooLarge):
+    with pytest.raises(RequestTooLarge, match=too_large(1000)):
         LimitedJSONParser().parse(CountingStream(BIG), "application/json", None)
 
 
@@ -90,7 +96,7 @@ def test_a_small_body_with_no_content_length_is_parsed(settings):
 
 def test_invalid_json_under_the_limit_is_still_a_parse_error(settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
-    with pytest.raises(ParseError):
+    with pytest.raises(ParseError, match="^JSON parse error - "):
         parse(b'{"a": ', {})
 
 

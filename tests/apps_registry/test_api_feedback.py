@@ -6,10 +6,11 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps_registry.access import membership_set
 from apps_registry.models import Feedback, FeedbackResponse
-from apps_registry.services.apps import membership_set
 from apps_registry.services.tokens import token_create
 from tests.factories import make_app
+from tests.messages import app_not_found
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +61,11 @@ def test_non_member_gets_the_same_not_found_as_for_a_missing_app(user, other_use
     assert hidden.status_code == missing.status_code == 404
     assert hidden.json()["error"]["kind"] == "not_found"
     assert hidden.json()["error"]["message"] == missing.json()["error"]["message"].replace(str(missing_id), str(app.id))
-    assert client.get(url(app.id)).status_code == 404
+    assert hidden.json()["error"]["message"].startswith(app_not_found(app.id))
+    listed = client.get(url(app.id))
+    assert listed.status_code == 404
+    assert listed.json()["error"]["kind"] == "not_found"
+    assert listed.json()["error"]["message"].startswith(app_not_found(app.id))
     assert not Feedback.objects.exists()
 
 
@@ -69,7 +74,7 @@ def test_malformed_app_id_is_not_found_json_not_an_html_page(user):
     assert response.status_code == 404
     assert response.json()["error"] == {
         "kind": "not_found",
-        "message": "No app with id not-a-uuid exists or is visible to you. Use list_apps to see your apps.",
+        "message": "No app with id not-a-uuid exists or is visible to you. GET /api/apps/ lists your apps.",
     }
 
 
@@ -97,4 +102,8 @@ def test_bad_feedback_is_refused_with_what_to_fix(user, payload, message, path):
 def test_feedback_needs_a_token(user):
     app = make_app(owner=user)
     response = APIClient().post(url(app.id), {"body": "hi"}, format="json")
-    assert response.status_code == 401 and response.json()["error"]["kind"] == "unauthenticated"
+    assert response.status_code == 401 and response.json()["error"] == {
+        "kind": "unauthenticated",
+        "message": "Missing token: send the header 'Authorization: Bearer <token>'.",
+    }
+    assert not Feedback.objects.exists()

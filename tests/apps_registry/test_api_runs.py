@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from apps_registry.access import membership_set
 from apps_registry.models import Record
-from apps_registry.services.apps import membership_set
 from apps_registry.services.definitions import app_definition_save
 from apps_registry.services.tokens import token_create
 from tests.mcp_tools.test_mutate_app import DEFINITION
@@ -45,7 +45,7 @@ def test_domain_errors_keep_their_kind_and_message(api, budget):
     assert response.status_code == 404
     assert response.json()["error"] == {
         "kind": "unknown_op",
-        "message": "'count_expenses' is a query route: call it with query_app, not mutate_app.",
+        "message": '\'count_expenses\' is a query route: run it with "kind": "query", not "mutation".',
     }
 
 
@@ -60,6 +60,8 @@ def test_a_viewer_cannot_mutate(api, budget, other_user):
 
     assert response.status_code == 403
     assert response.json()["error"]["kind"] == "forbidden"
+    assert response.json()["error"]["message"].startswith("You are a viewer of app 'Budget'; viewers may only query")
+    assert not Record.objects.exists()
 
 
 @pytest.mark.parametrize(
@@ -84,3 +86,29 @@ def test_without_a_token_it_is_401(budget):
     response = APIClient().post(f"/api/apps/{budget.id}/run/add_expense/", {}, format="json")
 
     assert response.status_code == 401
+    assert response.json()["error"] == {
+        "kind": "unauthenticated",
+        "message": "Missing token: send the header 'Authorization: Bearer <token>'.",
+    }
+    assert not Record.objects.exists()
+
+
+def test_a_run_carries_the_apps_advisories_and_delivers_a_staff_answer_once(api, budget, user, staff):
+    from apps_registry.services.staff import feedback_respond
+    from tests.factories import AdvisoryFactory, FeedbackFactory
+
+    AdvisoryFactory(app=budget, kind="find-without-limit", summary="s", user_summary="", data={})
+    answer = feedback_respond(staff=staff, feedback=FeedbackFactory(app=budget, author=user), body="Done.")
+    url = f"/api/apps/{budget.id}/run/count_expenses/"
+
+    first = api.post(url, {"kind": "query"}, format="json").json()
+    second = api.post(url, {"kind": "query"}, format="json").json()
+
+    stored, delivered = first["advisories"]
+    assert stored == {"kind": "find-without-limit", "severity": "warn", "summary": "s"}
+    assert delivered["kind"] == "feedback-response"
+    assert delivered["user_summary"] == "Charming staff answered your feedback about 'Budget': Done."
+    assert delivered["data"]["response_id"] == str(answer.pk)
+    assert [a["kind"] for a in second["advisories"]] == ["find-without-limit"]
+    answer.refresh_from_db()
+    assert answer.read_at is not None

@@ -6,12 +6,13 @@ import copy
 
 import pytest
 
+from apps_registry.access import membership_set
 from apps_registry.exceptions import Forbidden, InvalidDefinition, NotFound
 from apps_registry.models import Advisory, App, Role, Route
-from apps_registry.services.apps import membership_set
 from apps_registry.services.definitions import app_definition_clear, app_definition_export, app_definition_save
 from tests.apps_registry.route_helpers import example, records, run
 from tests.factories import AdvisoryFactory
+from tests.messages import app_not_found_match
 
 pytestmark = pytest.mark.django_db
 
@@ -65,11 +66,15 @@ def test_a_definition_with_problems_is_refused_whole_listing_every_problem(user)
             "routes.r.steps[0].get.collection",
             "must be a collection",
         ),
-        ([{"find": {"collection": "items", "where": {"n": {"like": "1"}}}}], "routes.r.steps[0].find.where.n.like", ""),
+        (
+            [{"find": {"collection": "items", "where": {"n": {"like": "1"}}}}],
+            "routes.r.steps[0].find.where.n.like",
+            "unknown comparison",
+        ),
         (
             [{"increment": {"collection": "items", "id": "'x'", "field": "a.b"}}],
             "routes.r.steps[0].increment.field",
-            "",
+            "increment works on a top-level field",
         ),
         ([{"fail": {"message": "'x'"}, "as": "y"}], "routes.r.steps[0].as", "a fail step binds nothing"),
         ([], "routes.r.steps", "must be a non-empty list of steps"),
@@ -112,12 +117,14 @@ def test_replacing_bumps_only_changed_routes_and_removes_dropped_ones(user):
 
 def test_only_the_owner_may_replace_and_strangers_see_not_found(user, other_user):
     app = app_definition_save(actor=user, definition=example("todo"))
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound, match=app_not_found_match(app.id)):
         app_definition_save(actor=other_user, definition=example("todo"), app_id=app.id)
     membership_set(actor=user, app=app, user=other_user, role=Role.EDITOR)
     with pytest.raises(Forbidden) as exc:
         app_definition_save(actor=other_user, definition=example("todo"), app_id=app.id)
-    assert exc.value.message.startswith("Only the app's owner can replace its definition")
+    assert exc.value.message == (
+        "Only the app's owner can read or change the definition of app 'To-do'; you are an editor, not the owner."
+    )
 
 
 def test_saving_with_an_unused_app_id_creates_the_app_with_that_id(user):
@@ -135,7 +142,7 @@ def test_export_returns_a_definition_that_saves_back_unchanged(user, other_user)
     versions = dict(Route.objects.filter(app=app).values_list("name", "version"))
     app_definition_save(actor=user, definition=exported, app_id=app.id)
     assert dict(Route.objects.filter(app=app).values_list("name", "version")) == versions
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound, match=app_not_found_match(app.id)):
         app_definition_export(actor=other_user, app_id=app.id)
 
 
@@ -144,6 +151,7 @@ def test_clearing_removes_routes_but_keeps_the_app_and_its_records(user):
     run(user, app, "set_budget", {"limit": 10})
     app_definition_clear(actor=user, app_id=app.id)
     assert not Route.objects.filter(app=app).exists()
+    assert App.objects.filter(pk=app.pk).exists()
     assert records(app, "budgets")["current"]["limit"] == 10.0
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from apps_registry.access import membership_set
 from apps_registry.models import App, Role
-from apps_registry.services.apps import membership_set
 from apps_registry.services.tokens import token_create
 from tests.apps_registry.route_helpers import example
+from tests.messages import app_not_found
 
 pytestmark = pytest.mark.django_db
 
@@ -48,6 +49,7 @@ def test_an_invalid_definition_is_a_400_listing_every_problem(user):
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["kind"] == "invalid_definition"
+    assert error["message"].startswith("The app definition has 2 problem(s); nothing was saved.")
     assert [e["path"] for e in error["errors"]] == [
         "routes.add_todo.steps[0].count.collection",
         "routes.progress.kind",
@@ -65,7 +67,10 @@ def test_saving_returns_the_authoring_advisories(user):
 def test_only_the_owner_may_use_the_definition_api(user, other_user):
     app_id = client_for(user).post("/api/apps/definitions/", example("todo"), format="json").json()["value"]["app_id"]
     stranger = client_for(other_user)
-    assert stranger.get(f"/api/apps/{app_id}/definition/").json()["error"]["kind"] == "not_found"
+    hidden = stranger.get(f"/api/apps/{app_id}/definition/")
+    assert hidden.status_code == 404
+    assert hidden.json()["error"]["kind"] == "not_found"
+    assert hidden.json()["error"]["message"].startswith(app_not_found(app_id))
     membership_set(actor=user, app=App.objects.get(pk=app_id), user=other_user, role=Role.EDITOR)
     for response in (
         stranger.get(f"/api/apps/{app_id}/definition/"),
@@ -74,9 +79,19 @@ def test_only_the_owner_may_use_the_definition_api(user, other_user):
     ):
         assert response.status_code == 403
         assert response.json()["error"]["kind"] == "forbidden"
+        assert response.json()["error"]["message"] == (
+            "Only the app's owner can read or change the definition of app 'To-do'; you are an editor, not the owner."
+        )
 
 
 def test_the_definition_api_needs_a_token():
     response = APIClient().post("/api/apps/definitions/", example("todo"), format="json")
     assert response.status_code == 401
-    assert response.json()["ok"] is False
+    assert response.json() == {
+        "ok": False,
+        "error": {
+            "kind": "unauthenticated",
+            "message": "Missing token: send the header 'Authorization: Bearer <token>'.",
+        },
+    }
+    assert not App.objects.exists()

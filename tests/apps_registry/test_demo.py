@@ -31,7 +31,9 @@ def test_demo_setup_prints_working_credentials_and_is_idempotent(capsys):
     assert ApiToken.objects.filter(user__username="demo").count() == 1
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {second['Demo token']}")
-    assert client.get("/api/apps/").status_code == 200
+    listed = client.get("/api/apps/")
+    assert listed.status_code == 200
+    assert [app["name"] for app in listed.json()["value"]] == ["Budget"]
     staff_user, password = second["Staff login"].split(" / ")
     assert get_user_model().objects.get(username=staff_user).check_password(password)
 
@@ -41,6 +43,12 @@ def test_demo_setup_issues_a_new_token_when_the_saved_one_was_revoked(capsys):
     ApiToken.objects.update(revoked_at="2026-01-01T00:00:00Z")
     second = run_demo_setup(capsys)
     assert second["Demo token"] != first["Demo token"]
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {first['Demo token']}")
+    refused = client.get("/api/apps/")
+    assert refused.status_code == 401 and refused.json()["error"]["message"].startswith("Revoked token")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {second['Demo token']}")
+    assert client.get("/api/apps/").status_code == 200
 
 
 def test_demo_setup_loads_the_budget_example_once_and_reuses_it(capsys):

@@ -4,11 +4,12 @@ import uuid
 
 import pytest
 
+from apps_registry.access import membership_set
 from apps_registry.exceptions import InvalidInput, NotFound
 from apps_registry.models import Feedback
-from apps_registry.services.apps import membership_set
 from apps_registry.services.feedback import FEEDBACK_MAX_CHARS, feedback_send
 from tests.factories import UserFactory, make_app
+from tests.messages import app_not_found
 
 pytestmark = pytest.mark.django_db
 
@@ -36,6 +37,7 @@ def test_non_member_gets_not_found_like_a_missing_app(user, other_user):
     with pytest.raises(NotFound) as missing:
         feedback_send(actor=other_user, app_id=missing_id, body="hi")
     assert hidden.value.kind == "not_found"
+    assert hidden.value.message.startswith(app_not_found(app.id))
     assert hidden.value.message == missing.value.message.replace(str(missing_id), str(app.id))
     assert Feedback.objects.count() == 0
 
@@ -76,3 +78,18 @@ def test_feedback_from_one_user_does_not_attach_to_another_users_app(user):
     make_app(owner=UserFactory(username="carol"), name="Theirs")
     feedback_send(actor=user, app_id=mine.id, body="ok")
     assert list(Feedback.objects.values_list("app__name", flat=True)) == ["Mine"]
+
+
+def test_only_staff_answer_feedback_and_an_answer_needs_a_body(user, staff):
+    from apps_registry.exceptions import Forbidden, InvalidInput
+    from apps_registry.services.staff import feedback_respond
+    from tests.factories import FeedbackFactory
+
+    feedback = FeedbackFactory(author=user)
+    with pytest.raises(Forbidden) as refused:
+        feedback_respond(staff=user, feedback=feedback, body="Sure.")
+    assert refused.value.message == "Only staff can answer feedback."
+    with pytest.raises(InvalidInput) as empty:
+        feedback_respond(staff=staff, feedback=feedback, body="  ")
+    assert empty.value.message == "A response needs a body: write the answer to the user's feedback."
+    assert not feedback.responses.exists()

@@ -8,9 +8,9 @@ from django.contrib import admin
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from apps_registry.access import membership_set
 from apps_registry.models import Feedback, FeedbackResponse
-from apps_registry.services.advisories import advisories_for_result
-from apps_registry.services.apps import membership_set
+from apps_registry.services.advisories import advisories_deliver
 from apps_registry.services.tokens import token_create
 from tests.factories import make_app
 
@@ -41,10 +41,10 @@ def test_feedback_answer_reaches_the_sender_once_and_staff_see_it_read(client, u
     assert answered.status_code == 302
 
     # The owner's tool results do not carry an answer meant for the viewer who asked.
-    assert [a for a in advisories_for_result(actor=user, app=app) if a["kind"] == "feedback-response"] == []
-    delivered = [a for a in advisories_for_result(actor=other_user, app=app) if a["kind"] == "feedback-response"]
-    assert len(delivered) == 1 and "Yes: next week." in delivered[0]["summary"]
-    assert [a for a in advisories_for_result(actor=other_user, app=app) if a["kind"] == "feedback-response"] == []
+    assert [a for a in advisories_deliver(actor=user, app=app) if a.kind == "feedback-response"] == []
+    delivered = [a for a in advisories_deliver(actor=other_user, app=app) if a.kind == "feedback-response"]
+    assert len(delivered) == 1 and "Yes: next week." in delivered[0].summary
+    assert [a for a in advisories_deliver(actor=other_user, app=app) if a.kind == "feedback-response"] == []
 
     answer = FeedbackResponse.objects.get(feedback=feedback)
     assert answer.read_at is not None and answer.staff_author == staff

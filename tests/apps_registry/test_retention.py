@@ -225,7 +225,7 @@ def test_app_purge_removes_the_app_and_its_data_and_audits_both_steps(user, othe
     actions = {e.action: e for e in AuditEvent.objects.all()}
     assert set(actions) == {"app.purge", "storage.purge"}
     assert actions["app.purge"].details["confirmed_via"] == "admin" and actions["app.purge"].actor_repr == "staffer"
-    assert actions["storage.purge"].details["via"] == "app.purge"
+    assert actions["storage.purge"].details["confirmed_via"] == "app.purge"
 
 
 def test_interrupted_app_purge_leaves_retained_storage_that_purge_finishes(user):

@@ -242,7 +242,7 @@ def test_restore_storage_reattaches_and_reports(user):
     )
     assert "attached as its storage" in output
     assert Storage.objects.get(pk=storage.pk).app == target
-    assert AuditEvent.objects.get(action="storage.restore").details["via"] == "command"
+    assert AuditEvent.objects.get(action="storage.restore").details["confirmed_via"] == "command"
 
 
 def test_restore_storage_outside_the_window_is_refused_with_a_clear_message(user, settings):

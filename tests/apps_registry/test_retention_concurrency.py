@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from threading import Barrier, Event
 
@@ -55,27 +54,69 @@ def test_two_purges_of_the_same_storage_at_once_delete_it_once(user, other_user)
     assert records_by_app() == before == {"Bystander": 7}
 
 
-def test_a_restore_racing_a_purge_never_loses_the_records_it_restored(user):
+def purge_pausing_after_first_batch(storage, restore):
+    """Purge `storage` in batches of 10 and, in another thread and connection, run `restore` exactly
+    between the first and second batch: the purge's batch hook waits until the restore has returned."""
+    first_batch_done, restore_done = Event(), Event()
+    batches: list[int] = []
+
+    def purge():
+        def between_batches(done: int, total: int) -> None:
+            batches.append(done)
+            if len(batches) == 1:
+                first_batch_done.set()
+                assert restore_done.wait(30), "the restore never finished"
+
+        return retained_storage_purge(actor=None, storage_id=storage.id, batch_size=10, on_batch=between_batches)
+
+    def restore_between_batches():
+        assert first_batch_done.wait(30), "the purge never finished a batch"
+        try:
+            return restore()
+        finally:
+            restore_done.set()
+
+    purged, restored = in_threads(purge, restore_between_batches)
+    return purged, restored, batches
+
+
+def test_a_restore_between_two_purge_batches_stops_the_purge_and_keeps_every_remaining_record(user):
     storage = retained(user, name="Contested", count=300, days_ago=10)
     target = make_app(owner=user, name="Rescue")
-    purge_started = Event()
 
-    def slow_purge():
-        def hook(done: int, total: int) -> None:
-            purge_started.set()
-            time.sleep(0.01)
-
-        return retained_storage_purge(actor=None, storage_id=storage.id, batch_size=10, on_batch=hook)
-
-    def restore_midway():
-        assert purge_started.wait(10)
-        return storage_restore(actor=None, storage_id=storage.id, to_app_id=target.id)
-
-    purged, restored = in_threads(slow_purge, restore_midway)
-    assert isinstance(purged, OperationFailed) and "while it was being purged" in purged.message, purged
+    purged, restored, batches = purge_pausing_after_first_batch(
+        storage, lambda: storage_restore(actor=None, storage_id=storage.id, to_app_id=target.id)
+    )
+    assert isinstance(purged, OperationFailed), purged
+    assert purged.message == (
+        f"Storage {storage.id} was restored to app 'Rescue' while it was being purged; 10 record(s) had "
+        "already been deleted. The storage and its remaining records were kept."
+    )
+    assert batches == [10]
     assert not isinstance(restored, Exception), restored
-    assert 0 < restored.records_restored < 300
-    assert Record.objects.filter(storage__app=target).count() == restored.records_restored
+    assert restored.mode == "attached" and restored.records_restored == 290
+    assert Record.objects.filter(storage__app=target).count() == 290
     assert Storage.objects.get(pk=storage.pk).app_id == target.id
+    assert not AuditEvent.objects.filter(action="storage.purge").exists()
+    assert AuditEvent.objects.filter(action="storage.restore").count() == 1
+
+
+def test_a_merge_restore_between_two_purge_batches_stops_the_purge_and_keeps_the_merged_records(user):
+    storage = retained(user, name="Contested", count=300, days_ago=10, prefix="old")
+    target = app_with_records(user, "Has data", 5, prefix="new")
+
+    purged, restored, batches = purge_pausing_after_first_batch(
+        storage, lambda: storage_restore(actor=None, storage_id=storage.id, to_app_id=target.id)
+    )
+    assert isinstance(purged, NotFound), purged
+    assert purged.message == (
+        f"Storage {storage.id} no longer exists: another purge finished it, or a restore merged its records "
+        "into an app, in the meantime (10 record(s) deleted by this run)."
+    )
+    assert batches == [10]
+    assert not isinstance(restored, Exception), restored
+    assert restored.mode == "merged" and restored.records_restored == 290
+    assert Record.objects.filter(storage=target.storage).count() == 5 + 290
+    assert not Storage.objects.filter(pk=storage.pk).exists()
     assert not AuditEvent.objects.filter(action="storage.purge").exists()
     assert AuditEvent.objects.filter(action="storage.restore").count() == 1

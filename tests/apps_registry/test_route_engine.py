@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from apps_registry.access import membership_set
 from apps_registry.exceptions import (
     Forbidden,
     HandlerError,
@@ -17,7 +18,6 @@ from apps_registry.exceptions import (
 )
 from apps_registry.models import Record, Role
 from apps_registry.routes import cache
-from apps_registry.services.apps import membership_set
 from apps_registry.services.definitions import app_definition_save
 from tests.apps_registry.route_helpers import example, one_route_app, records, run
 from tests.factories import RecordFactory, UserFactory
@@ -92,13 +92,13 @@ def test_unknown_op_lists_the_apps_routes(user, budget):
     assert "add_expense (mutation)" in exc.value.message and "list_expenses (query)" in exc.value.message
 
 
-def test_calling_a_route_with_the_wrong_tool_points_at_the_right_one(user, budget):
+def test_running_a_route_as_the_wrong_kind_names_its_kind(user, budget):
     with pytest.raises(UnknownOp) as exc:
         run(user, budget, "list_expenses", {"category": "x"}, kind="mutation")
-    assert exc.value.message == "'list_expenses' is a query route: call it with query_app, not mutate_app."
+    assert exc.value.message == "'list_expenses' is a query route; run it as a query, not as a mutation."
     with pytest.raises(UnknownOp) as exc:
         run(user, budget, "add_expense", {"amount": 1, "category": "x"}, kind="query")
-    assert "call it with mutate_app, not query_app" in exc.value.message
+    assert exc.value.message == "'add_expense' is a mutation route; run it as a mutation, not as a query."
 
 
 def test_viewers_may_query_but_not_mutate(user, other_user, budget):
@@ -106,7 +106,10 @@ def test_viewers_may_query_but_not_mutate(user, other_user, budget):
     assert run(other_user, budget, "summary", {}, kind="query")["limit"] == 100.0
     with pytest.raises(Forbidden) as exc:
         run(other_user, budget, "add_expense", {"amount": 1, "category": "x"})
-    assert "viewers may only query" in exc.value.message
+    assert exc.value.message == (
+        "You are a viewer of app 'Budget'; viewers may only query and read it. "
+        "Ask the owner for editor access to change its data."
+    )
 
 
 def test_editors_may_mutate(user, other_user, budget):

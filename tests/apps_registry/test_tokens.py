@@ -88,3 +88,44 @@ def test_create_token_command_rejects_unknown_user_and_bad_expiry(user):
         call_command("create_token", "zed")
     with pytest.raises(CommandError, match="--expires-days must be a positive number of days, got 0"):
         call_command("create_token", "alice", "--expires-days", "0")
+
+
+@pytest.mark.parametrize("days", [0, -3])
+def test_a_token_lifetime_that_is_not_positive_is_invalid_input(user, days):
+    from apps_registry.exceptions import InvalidInput
+
+    with pytest.raises(InvalidInput) as exc:
+        token_create(user=user, expires_days=days)
+    assert exc.value.message == f"A token's lifetime must be a positive number of days, got {days}."
+    assert not ApiToken.objects.exists()
+
+
+def test_without_a_credential_the_bearer_authenticator_steps_aside_for_the_next_one(user, client, monkeypatch):
+    from rest_framework.authentication import SessionAuthentication
+    from rest_framework.test import APIRequestFactory
+
+    from apps_registry.api.apps import AppListView
+    from apps_registry.authentication import BearerTokenAuthentication
+
+    assert BearerTokenAuthentication().authenticate(APIRequestFactory().get("/api/apps/")) is None
+    monkeypatch.setattr(AppListView, "authentication_classes", [BearerTokenAuthentication, SessionAuthentication])
+    make_app(owner=user, name="Budget")
+    client.force_login(user)
+
+    response = client.get("/api/apps/")
+
+    assert response.status_code == 200
+    assert [a["name"] for a in response.json()["value"]] == ["Budget"]
+
+
+def test_with_nothing_authenticated_the_api_answers_401_saying_the_token_is_missing(db):
+    response = get_apps()
+    assert response.status_code == 401
+    assert response.json() == {
+        "ok": False,
+        "error": {
+            "kind": "unauthenticated",
+            "message": "Missing token: send the header 'Authorization: Bearer <token>'.",
+        },
+    }
+    assert response["WWW-Authenticate"] == 'Bearer realm="charming"'

@@ -5,16 +5,17 @@ from __future__ import annotations
 import pytest
 from jsonschema import Draft202012Validator
 
+from apps_registry.access import membership_set
 from apps_registry.models import Feedback, FeedbackResponse
-from apps_registry.services.apps import membership_set
 from apps_registry.services.definitions import app_definition_save
 from apps_registry.services.staff import feedback_respond
-from mcp_tools.contracts import CONTRACTS
+from mcp_tools.registry import TOOLS
 from tests.factories import AdvisoryFactory, FeedbackFactory, make_app
 from tests.mcp_tools.conftest import MODES, call_tool_error, call_tool_ok, text_of
 from tests.mcp_tools.test_mutate_app import DEFINITION
+from tests.messages import app_not_found
 
-OUTPUT = {name: Draft202012Validator(contract["outputSchema"]) for name, contract in CONTRACTS.items()}
+OUTPUT = {tool.name: Draft202012Validator(tool.contract["outputSchema"]) for tool in TOOLS}
 
 
 def valid(tool, result):
@@ -54,7 +55,10 @@ def test_get_app_describes_the_app_and_its_routes(live, alice, budget, mode):
 def test_get_app_of_someone_elses_app_is_not_found(live, alice, bob, budget, mode):
     result = call_tool_error(live, bob, mode, "get_app", {"app_id": str(budget.id)})
 
-    assert valid("get_app", result)["error"]["kind"] == "not_found"
+    error = valid("get_app", result)["error"]
+    assert error["kind"] == "not_found"
+    assert error["message"].startswith(app_not_found(budget.id))
+    assert "Budget" not in text_of(result)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -76,7 +80,12 @@ def test_advisories_come_with_error_results_too(live, alice, budget, mode):
 
     result = call_tool_error(live, alice, mode, "mutate_app", {"app_id": str(budget.id), "op": "nope"})
 
-    assert [a["kind"] for a in valid("mutate_app", result)["advisories"]] == ["find-without-limit"]
+    content = valid("mutate_app", result)
+    assert content["error"]["kind"] == "unknown_op"
+    assert content["error"]["message"].startswith(
+        "App 'Budget' has no route 'nope'. Its routes: add_expense (mutation)"
+    )
+    assert [a["kind"] for a in content["advisories"]] == ["find-without-limit"]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -112,6 +121,11 @@ def test_a_staff_answer_reaches_only_the_author_of_the_feedback(live, alice, bob
     assert "advisories" not in result.structured_content
     response.refresh_from_db()
     assert response.read_at is None
+    # The same call by the author does carry it: bob's result lacked it because it is not his.
+    authors = call_tool_ok(live, alice, mode, "get_app", {"app_id": str(budget.id)})
+    assert [a["kind"] for a in valid("get_app", authors)["advisories"]] == ["feedback-response"]
+    response.refresh_from_db()
+    assert response.read_at is not None
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -144,7 +158,9 @@ def test_send_feedback_on_someone_elses_app_is_not_found(live, bob, alice, mode)
 
     result = call_tool_error(live, bob, mode, "send_feedback", {"app_id": str(app.id), "body": "hi"})
 
-    assert valid("send_feedback", result)["error"]["kind"] == "not_found"
+    error = valid("send_feedback", result)["error"]
+    assert error["kind"] == "not_found"
+    assert error["message"].startswith(app_not_found(app.id))
     assert not Feedback.objects.exists()
 
 
@@ -153,10 +169,14 @@ def test_list_apps_result_satisfies_its_output_schema(live, alice, budget, mode)
     valid("list_apps", call_tool_ok(live, alice, mode, "list_apps", {}))
 
 
-def test_unanswered_feedback_produces_no_advisory(live, alice, budget):
-    FeedbackFactory(app=budget, author=alice.user)
+def test_unanswered_feedback_produces_no_advisory(live, alice, staff, budget):
+    feedback = FeedbackFactory(app=budget, author=alice.user)
 
     result = call_tool_ok(live, alice, "2026-07-28", "get_app", {"app_id": str(budget.id)})
 
     assert "advisories" not in result.structured_content
-    assert not FeedbackResponse.objects.exists()
+    # Once answered, the same call carries the answer: it was the missing answer that left it out.
+    feedback_respond(staff=staff, feedback=feedback, body="Answered.")
+    answered = call_tool_ok(live, alice, "2026-07-28", "get_app", {"app_id": str(budget.id)})
+    assert [a["kind"] for a in valid("get_app", answered)["advisories"]] == ["feedback-response"]
+    assert FeedbackResponse.objects.get(feedback=feedback).read_at is not None

@@ -7,11 +7,14 @@ import httpx2
 import pytest
 from jsonschema import Draft202012Validator
 
-from mcp_tools.contracts import CONTRACTS, CONTRACTS_DIR, TOOL_NAMES
+from mcp_tools.contracts import CONTRACTS_DIR
+from mcp_tools.registry import TOOLS
 from tests.mcp_tools.conftest import run
 
 SHARED_SPEC = Path(__file__).resolve().parents[2].parent / "shared" / "spec"
 REPO_CONTRACTS = Path(__file__).resolve().parents[2] / "mcp_tools" / "contracts"
+TOOL_NAMES = [tool.name for tool in TOOLS]
+CONTRACTS = {tool.name: tool.contract for tool in TOOLS}
 
 
 @pytest.mark.parametrize("name", ["mutate_app", "delete_app"])
@@ -103,3 +106,9 @@ def test_tools_list_on_2026_07_28_serves_the_contracts_without_execution(live, a
         expected = json.loads((CONTRACTS_DIR / f"{name}.json").read_text())
         del expected["execution"]
         assert tools[name] == expected
+
+
+def test_each_tool_is_one_record_and_only_delete_app_answers_without_the_envelope():
+    assert TOOL_NAMES == ["list_apps", "get_app", "query_app", "mutate_app", "send_feedback", "delete_app"]
+    assert all(tool.contract["name"] == tool.name for tool in TOOLS)
+    assert [tool.name for tool in TOOLS if not tool.answers_envelope] == ["delete_app"]

@@ -9,8 +9,8 @@ import pytest
 from django.test import override_settings
 from mcp.shared.exceptions import MCPError
 
+from apps_registry.access import membership_set
 from apps_registry.models import App, AuditEvent, Record, Storage
-from apps_registry.services.apps import membership_set
 from tests.factories import RecordFactory, make_app
 from tests.mcp_tools.conftest import (
     LEGACY,
@@ -202,6 +202,7 @@ def test_2026_a_tampered_state_is_refused(live, alice, budget):
 
     refused = protocol_error(_retry(live, alice, args, tampered))
 
+    assert refused.error.code == types.INVALID_PARAMS
     assert refused.error.message == "Invalid or expired requestState"
     assert App.objects.filter(pk=budget.id).exists()
 
@@ -213,7 +214,7 @@ def test_2026_a_state_is_bound_to_the_purge_flag(live, alice, budget):
     refused = protocol_error(_retry(live, alice, purging, first.request_state))
 
     assert refused.error.code == types.INVALID_PARAMS
-
+    assert refused.error.message == "Invalid or expired requestState"
     assert App.objects.filter(pk=budget.id).exists()
 
 
@@ -224,8 +225,8 @@ def test_2026_a_state_is_bound_to_the_app(live, alice, budget):
     refused = protocol_error(_retry(live, alice, {"app_id": str(other.id)}, first.request_state))
 
     assert refused.error.code == types.INVALID_PARAMS
-
-    assert App.objects.filter(pk=other.id).exists()
+    assert refused.error.message == "Invalid or expired requestState"
+    assert App.objects.filter(pk=other.id).exists() and App.objects.filter(pk=budget.id).exists()
 
 
 def test_2026_another_user_cannot_redeem_the_owners_state(live, alice, bob, budget):
@@ -234,8 +235,8 @@ def test_2026_another_user_cannot_redeem_the_owners_state(live, alice, bob, budg
 
     refused = protocol_error(_retry(live, bob, {"app_id": str(budget.id)}, first.request_state))
 
+    assert refused.error.code == types.INVALID_PARAMS
     assert refused.error.message == "Invalid or expired requestState"
-
     assert App.objects.filter(pk=budget.id).exists()
 
 

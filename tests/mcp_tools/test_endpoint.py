@@ -31,10 +31,14 @@ def post(url: str, body: dict, headers: dict) -> httpx2.Response:
 
 
 @pytest.mark.parametrize(
-    ("authorization", "error"),
-    [(None, "unauthorized"), ("Bearer chm_nope_nope", "invalid_token"), ("Basic Zm9vOmJhcg==", "invalid_token")],
+    ("authorization", "error", "description"),
+    [
+        (None, "unauthorized", "Missing token: send the header 'Authorization: Bearer <token>'."),
+        ("Bearer chm_nope_nope", "invalid_token", "Unknown token: no such API token exists."),
+        ("Basic Zm9vOmJhcg==", "invalid_token", "Malformed Authorization header: expected 'Bearer <token>'."),
+    ],
 )
-def test_requests_without_a_valid_token_get_401_pointing_at_resource_metadata(live, authorization, error):
+def test_requests_without_a_valid_token_get_401_pointing_at_resource_metadata(live, authorization, error, description):
     headers = dict(HEADERS_2026)
     if authorization:
         headers["Authorization"] = authorization
@@ -47,6 +51,7 @@ def test_requests_without_a_valid_token_get_401_pointing_at_resource_metadata(li
         'Bearer resource_metadata="http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"'
     )
     assert response.json()["error"] == error
+    assert response.json()["error_description"].startswith(description)
     assert "chm_nope_nope" not in response.text
 
 
@@ -73,23 +78,32 @@ def test_protected_resource_metadata_names_the_mcp_resource(client, path):
 def test_a_foreign_origin_gets_403_even_with_a_valid_token(live, alice):
     headers = {**HEADERS_2026, "Authorization": f"Bearer {alice.token}", "Origin": "https://evil.example"}
 
-    assert post(live.mcp_url, LIST_2026, headers).status_code == 403
+    response = post(live.mcp_url, LIST_2026, headers)
+
+    assert (response.status_code, response.text) == (403, "Invalid Origin header")
 
 
 def test_a_foreign_origin_gets_403_without_a_token_too(live):
-    assert post(live.mcp_url, LIST_2026, {**HEADERS_2026, "Origin": "https://evil.example"}).status_code == 403
+    response = post(live.mcp_url, LIST_2026, {**HEADERS_2026, "Origin": "https://evil.example"})
+
+    assert (response.status_code, response.text) == (403, "Invalid Origin header")
 
 
 def test_the_servers_own_origin_is_accepted(live, alice):
     headers = {**HEADERS_2026, "Authorization": f"Bearer {alice.token}", "Origin": "http://127.0.0.1:8000"}
 
-    assert post(live.mcp_url, LIST_2026, headers).status_code == 200
+    response = post(live.mcp_url, LIST_2026, headers)
+
+    assert response.status_code == 200
+    assert "list_apps" in {tool["name"] for tool in response.json()["result"]["tools"]}
 
 
 def test_a_foreign_host_header_is_refused(live, alice):
     headers = {**HEADERS_2026, "Authorization": f"Bearer {alice.token}", "Host": "evil.example"}
 
-    assert post(live.mcp_url, LIST_2026, headers).status_code == 421
+    response = post(live.mcp_url, LIST_2026, headers)
+
+    assert (response.status_code, response.text) == (421, "Invalid Host header")
 
 
 def test_a_2025_session_cannot_be_used_with_another_users_token(live, alice, bob):
@@ -102,7 +116,7 @@ def test_a_2025_session_cannot_be_used_with_another_users_token(live, alice, bob
     own = post(live.mcp_url, tools_list, {**session, "Authorization": f"Bearer {alice.token}"})
 
     assert hijack.status_code == 404
-    assert "Session not found" in hijack.text
+    assert hijack.json()["error"] == {"code": -32600, "message": "Session not found"}
     assert own.status_code == 200
 
 
@@ -122,6 +136,7 @@ def test_a_2025_session_ends_with_delete(live, alice):
 
     assert deleted.status_code == 200
     assert after.status_code == 404
+    assert after.json()["error"] == {"code": -32600, "message": "Session not found"}
 
 
 def test_the_django_site_is_still_served_beside_mcp(live, alice):
@@ -195,4 +210,6 @@ def test_a_get_without_a_session_is_refused(live, alice):
         async with httpx2.AsyncClient(timeout=10) as http:
             return await http.get(live.mcp_url, headers=headers)
 
-    assert run(get()).status_code == 400
+    response = run(get())
+    assert response.status_code == 400
+    assert response.json()["error"] == {"code": -32600, "message": "Bad Request: Missing session ID"}

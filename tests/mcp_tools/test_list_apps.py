@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps_registry.services.apps import membership_set
+from apps_registry.access import membership_set
 from tests.factories import make_app
 from tests.mcp_tools.conftest import MODES, call_tool_ok, text_of
 

@@ -6,12 +6,14 @@ import uuid
 import pytest
 from jsonschema import Draft202012Validator
 
+from apps_registry.access import membership_set
 from apps_registry.models import Record
-from apps_registry.services.apps import membership_set
 from apps_registry.services.definitions import app_definition_save
-from mcp_tools.contracts import CONTRACTS
+from mcp_tools.registry import TOOLS
 from tests.mcp_tools.conftest import MODES, call_tool, call_tool_error, call_tool_ok, text_of
+from tests.messages import app_not_found
 
+CONTRACTS = {tool.name: tool.contract for tool in TOOLS}
 MUTATE_OUTPUT = Draft202012Validator(CONTRACTS["mutate_app"]["outputSchema"])
 QUERY_OUTPUT = Draft202012Validator(CONTRACTS["query_app"]["outputSchema"])
 
@@ -131,6 +133,8 @@ def test_invalid_params_are_invalid_input_with_paths(live, alice, budget, mode):
 
     error = assert_envelope(result)["error"]
     assert error["kind"] == "invalid_input"
+    assert error["message"].startswith("params do not match the input schema of route 'add_expense': ")
+    assert '$.amount: "lots" is not of type "number"' in error["message"]
     paths = {problem["path"] for problem in error["errors"]}
     assert "$.amount" in paths
     assert text_of(result).startswith("Error (invalid_input): ")
@@ -154,7 +158,10 @@ def test_a_broken_output_contract_is_invalid_output_and_rolls_back(live, alice, 
 
     error = assert_envelope(result)["error"]
     assert error["kind"] == "invalid_output"
-    assert error["errors"]
+    assert error["message"].startswith(
+        "Route 'broken' returned a value that does not match its output schema (the app's author must fix the route)"
+    )
+    assert error["errors"] == [{"path": "$", "message": '"id" is a required property'}]
     assert not Record.objects.exists()
 
 
@@ -164,7 +171,11 @@ def test_updating_a_missing_record_is_operation_failed(live, alice, budget, mode
 
     result = call_tool_error(live, alice, mode, "mutate_app", args)
 
-    assert assert_envelope(result)["error"]["kind"] == "operation_failed"
+    assert assert_envelope(result)["error"] == {
+        "kind": "operation_failed",
+        "message": "Cannot update expenses/nope: no record with id 'nope' in collection 'expenses'.",
+        "details": {"collection": "expenses", "id": "nope"},
+    }
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -232,6 +243,7 @@ def test_someone_elses_app_and_a_missing_app_are_reported_alike(live, alice, bob
     absent_error = assert_envelope(absent)["error"]
     assert invisible_error["kind"] == absent_error["kind"] == "not_found"
     assert invisible_error["message"] == absent_error["message"].replace(str(missing), str(budget.id))
+    assert absent_error["message"].startswith(app_not_found(missing))
     assert "advisories" not in invisible.structured_content
 
 
@@ -268,5 +280,8 @@ def test_an_unexpected_failure_is_a_generic_internal_error_without_internals(liv
     result = call_tool(live, alice, mode, "mutate_app", mutate(budget, "add_expense", {}))
 
     error = assert_envelope(result)["error"]
-    assert error["kind"] == "internal_error"
+    assert error == {
+        "kind": "internal_error",
+        "message": "Internal error: the server failed to handle this call; it has been logged. Try again later.",
+    }
     assert "hunter2" not in text_of(result) and "RuntimeError" not in text_of(result)

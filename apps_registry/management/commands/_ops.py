@@ -11,8 +11,8 @@ from tqdm import tqdm
 
 from apps_registry.selectors import StorageUsage
 
-# Exit codes, shared by the commands and documented in their help and docs/operations.md.
-EXIT_OK = 0
+# Exit codes, shared by the commands and documented in their help and docs/operations.md
+# (0, done, is Django's own).
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130

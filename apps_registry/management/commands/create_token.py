@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from apps_registry.exceptions import InvalidInput
 from apps_registry.services.tokens import token_create
 
 
@@ -22,9 +23,10 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user named {username!r}. Create it first (manage.py createsuperuser or the admin).")
-        if expires_days is not None and expires_days <= 0:
-            raise CommandError(f"--expires-days must be a positive number of days, got {expires_days}.")
-        issued = token_create(user=user, name=name, expires_days=expires_days)
+        try:
+            issued = token_create(user=user, name=name, expires_days=expires_days)
+        except InvalidInput:
+            raise CommandError(f"--expires-days must be a positive number of days, got {expires_days}.") from None
         expiry = f", expires {issued.token.expires_at:%Y-%m-%d %H:%M} UTC" if issued.token.expires_at else ""
         self.stderr.write(f"Token {issued.token.prefix}… for {username} ({name}{expiry}). It is shown only once:")
         self.stdout.write(issued.plaintext)

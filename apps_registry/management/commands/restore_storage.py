@@ -33,7 +33,7 @@ class Command(OpsCommand):
             if not _is_uuid(value):
                 raise CommandError(f"{flag} must be a UUID, got {value!r}.", returncode=EXIT_USAGE)
         try:
-            result = storage_restore(actor=None, storage_id=storage_id, to_app_id=to_app, via="command")
+            result = storage_restore(actor=None, storage_id=storage_id, to_app_id=to_app, confirmed_via="command")
         except CharmingError as error:
             raise CommandError(error.message) from None
         how = "attached as its storage" if result.mode == "attached" else "merged into its storage"
