@@ -41,7 +41,9 @@ def oauth_token_authenticate(*, plaintext: str, resource: str) -> OAuthAccess:
             "Unknown token: no such access token exists (it may have been revoked). Connect again to get a new one."
         )
     if token.user is None or oauth2_settings.DCR_REGISTRATION_SCOPE in scopes_parse(token.scope):
-        raise AuthenticationFailed("Not an access token: this is a client registration token, which grants no access.")
+        raise AuthenticationFailed(
+            "Not a user's access token: it acts for no user (e.g. a client registration token), so it grants no access."
+        )
     if token.is_expired():
         raise AuthenticationFailed(
             f"Expired token: this access token expired at {token.expires:%Y-%m-%d %H:%M:%S} UTC; "

@@ -91,7 +91,7 @@ def test_a_registration_access_token_grants_nothing(live):
     body = _refusal(live, registered["registration_access_token"])
 
     assert body["error_description"] == (
-        "Not an access token: this is a client registration token, which grants no access."
+        "Not a user's access token: it acts for no user (e.g. a client registration token), so it grants no access."
     )
 
 
