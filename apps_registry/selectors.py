@@ -137,9 +137,11 @@ def oauth_clients_connected_to(user: Any) -> list[ConnectedClient]:
         granted: set[str] = set()
         for scope in AccessToken.objects.filter(user=user, application=application).values_list("scope", flat=True):
             granted.update(scope.split())
+        # Rotation replaces the tokens on every refresh; the first refresh token of the family dates the consent.
+        families = live_refresh.filter(application=application).exclude(token_family=None).values("token_family")
         first = (
-            AccessToken.objects.filter(user=user, application=application).order_by("created").first()
-            or live_refresh.filter(application=application).order_by("created").first()
+            RefreshToken.objects.filter(token_family__in=families).order_by("created").first()
+            or AccessToken.objects.filter(user=user, application=application).order_by("created").first()
         )
         clients.append(
             ConnectedClient(

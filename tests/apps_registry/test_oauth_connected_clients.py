@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 from oauth2_provider.models import AccessToken, RefreshToken
 
+from apps_registry.selectors import oauth_clients_connected_to
 from tests.oauth_helpers import refresh, register_ok, tokens_for
 
 pytestmark = pytest.mark.django_db
@@ -27,6 +28,21 @@ def test_the_page_lists_each_connected_client_with_its_scopes(browser):
     assert "Claude" in html
     assert "See your apps and read the data stored in them" in html
     assert "Disconnect Claude" in html
+
+
+def test_a_client_stays_listed_as_connected_since_the_consent_across_refreshes(browser, user):
+    client_id = register_ok(Client(), client_name="Claude")["client_id"]
+    tokens = tokens_for(browser, client_id)
+    consented = RefreshToken.objects.get(user=user).created
+    refresh(Client(), client_id, tokens["refresh_token"])
+
+    (client,) = oauth_clients_connected_to(user)
+
+    assert client.connected_at == consented
+    assert client.scopes == [
+        "See your apps and read the data stored in them",
+        "Add, change and remove data in your apps, and create or edit apps",
+    ]
 
 
 def test_disconnecting_revokes_every_token_the_client_holds(browser, user, other_user):
