@@ -14,7 +14,7 @@ from django.db.models.functions import Cast, Coalesce, Length
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from apps_registry.access import apps_visible_to
-from apps_registry.models import Advisory, App, Feedback, Record, Route, Storage
+from apps_registry.models import Advisory, ApiToken, App, Feedback, Record, Route, Storage
 from apps_registry.oauth.scopes import SCOPES
 
 
@@ -153,3 +153,8 @@ def oauth_clients_connected_to(user: Any) -> list[ConnectedClient]:
             )
         )
     return clients
+
+
+def tokens_of(user: Any) -> QuerySet[ApiToken]:
+    """The user's personal API tokens, newest first (revoked and expired ones included, marked by their fields)."""
+    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -28,6 +29,8 @@ INSTALLED_APPS = [
     "oauth2_provider",
     "apps_registry",
     "mcp_tools",
+    # --- Accounts for people (pages, login throttling) ---
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -39,6 +42,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # --- Accounts for people: django-axes last, so it sees every login attempt's outcome ---
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "charming.urls"
@@ -109,6 +114,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # django-axes announces its configuration at every start (and every manage.py command); lockouts still log.
+    "loggers": {"axes.apps": {"level": "WARNING"}},
 }
 
 # --- Charming ---
@@ -221,3 +228,29 @@ OAUTH2_PROVIDER = {
     "CIMD_ENABLED": CHARMING_OAUTH_CIMD_ENABLED,
     "CIMD_METADATA_FETCHER": "apps_registry.oauth.cimd.PolicyMetadataFetcher",
 }
+
+# --- Accounts for people (apps_registry/pages: sign-up, log-in, tokens; docs/pages.md) ---
+# django-axes checks every authenticate() (the site's and the admin's log-in) before the model backend.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+# Mail for password resets. The console backend prints messages to the server's output (offline runs);
+# production sets e.g. django.core.mail.backends.smtp.EmailBackend and the EMAIL_HOST_* values.
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Charming <noreply@localhost>")
+# Seconds a password-reset link stays valid.
+PASSWORD_RESET_TIMEOUT = env.int("PASSWORD_RESET_TIMEOUT", default=3 * 3600)
+# Brute-force throttling: after AXES_FAILURE_LIMIT failed log-ins for one username from one IP address,
+# that pair is locked out for AXES_COOLOFF_MINUTES (a 429 page). Behind a proxy, let uvicorn set the client
+# address (--proxy-headers --forwarded-allow-ips) or every client shares the proxy's.
+AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "accounts/lockout.html"

@@ -19,4 +19,6 @@ urlpatterns = [
     # --- OAuth 2.1 authorization server (apps_registry/oauth): metadata, authorize, token, revoke, register ---
     path("", include(oauth_urls)),
     *oauth_urls.page_urlpatterns,
+    # --- Pages for people: home, accounts (Django's auth URL names), connect an agent (apps_registry/pages) ---
+    path("", include("apps_registry.pages.urls")),
 ]

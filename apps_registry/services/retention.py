@@ -138,7 +138,7 @@ def storage_restore(
     if app.owner_id != storage.owner_id:
         raise OperationFailed(
             f"App '{app.name}' ({app.id}) is owned by {app.owner.get_username()}, but storage {storage.id} belonged "
-            f"to an app of {storage.owner.get_username()}; retained storage can only be restored to an app of the "
+            f"to an app of {storage.owner_name}; retained storage can only be restored to an app of the "
             "same owner."
         )
     from_app_id, from_app_name, detached_at = storage.app_uuid, storage.app_name, storage.detached_at
@@ -296,7 +296,7 @@ def _purge_detached(
             details={
                 "storage_id": str(storage.id),
                 "app_name": storage.app_name,
-                "owner": storage.owner.get_username(),
+                "owner": storage.owner_name,
                 "detached_at": storage.detached_at.isoformat() if storage.detached_at else None,
                 "records_purged": deleted,
                 "confirmed_via": confirmed_via,
@@ -306,7 +306,7 @@ def _purge_detached(
         storage_id=storage.id,
         app_uuid=storage.app_uuid,
         app_name=storage.app_name,
-        owner=storage.owner.get_username(),
+        owner=storage.owner_name,
         records_purged=deleted,
     )
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from django.shortcuts import resolve_url
 from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, RefreshToken
@@ -280,4 +281,4 @@ def test_a_person_who_is_not_signed_in_is_sent_to_sign_in_first(client, client_i
     response = consent_page(client, client_id)
 
     assert response.status_code == 302
-    assert response["Location"].startswith(settings.LOGIN_URL + "?next=/oauth/authorize/")
+    assert response["Location"].startswith(resolve_url(settings.LOGIN_URL) + "?next=/oauth/authorize/")
