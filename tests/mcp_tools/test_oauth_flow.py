@@ -1,6 +1,7 @@
 """End to end, as Claude or ChatGPT connect: the official SDK client's OAuthClientProvider starts from the
 bare /mcp URL of a live server, discovers the metadata from the 401, registers itself (DCR), and runs
-authorization code + PKCE while Debian's Chromium (signed in as the user) approves the consent page.
+authorization code + PKCE while Debian's Chromium logs the person in on the site's log-in page and approves
+the consent page (the CIMD test starts from a session cookie instead).
 Then it calls tools in both protocol versions, refreshes, and is refused once the user disconnects it.
 """
 
@@ -31,6 +32,7 @@ pytestmark = [
 ]
 
 CALLBACK = "http://127.0.0.1:33418/callback"
+PASSWORD = "a-long-passphrase-for-alice-1"
 
 
 class MemoryStorage:
@@ -52,11 +54,14 @@ class MemoryStorage:
 
 
 class SignedInBrowser:
-    """Chromium with the user's session cookie: opens the authorization URL, approves, catches the redirect."""
+    """Chromium acting for the person: opens the authorization URL, logs in on the site's log-in page when sent
+    there (or already holds a session cookie), approves the consent page and catches the loopback redirect."""
 
-    def __init__(self, base_url: str, session_cookie: str) -> None:
+    def __init__(self, base_url: str, session_cookie: str | None = None, login: tuple[str, str] | None = None) -> None:
         self.base_url = base_url
         self.session_cookie = session_cookie
+        self.login = login
+        self.login_pages = 0
         self.consent_pages: list[str] = []
         self.callback: asyncio.Future[str] | None = None
 
@@ -67,7 +72,9 @@ class SignedInBrowser:
         self._browser = await self._playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         self.context = await self._browser.new_context()
         self.context.set_default_timeout(15_000)
-        await self.context.add_cookies([{"name": "sessionid", "value": self.session_cookie, "url": self.base_url}])
+        if self.session_cookie:
+            cookie = {"name": "sessionid", "value": self.session_cookie, "url": self.base_url}
+            await self.context.add_cookies([cookie])
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -86,6 +93,13 @@ class SignedInBrowser:
 
         await page.route(f"{CALLBACK}*", catch_callback)
         await page.goto(authorization_url)
+        if "/accounts/login/" in page.url:
+            assert self.login is not None, "sent to log in without credentials"
+            self.login_pages += 1
+            await page.fill("#id_username", self.login[0])
+            await page.fill("#id_password", self.login[1])
+            async with page.expect_navigation():
+                await page.click("button:has-text('Log in')")
         self.consent_pages.append(await page.content())
         await page.click("#approve")
         await asyncio.wait_for(asyncio.shield(self.callback), timeout=15)
@@ -122,12 +136,13 @@ async def _list_apps(server: LiveServer, auth: OAuthClientProvider, mode: str) -
 
 
 def test_the_sdk_client_connects_from_nothing_through_oauth_and_loses_access_when_disconnected(public_url):
+    """The person is not signed in: the authorization URL sends them to the log-in page, then to consent."""
     server = public_url
     user = UserFactory(username="alice")
+    user.set_password(PASSWORD)
+    user.save()
     make_app(owner=user, name="Alice's budget")
     make_app(owner=UserFactory(username="bob"), name="Bob's budget")
-    session = DjangoClient()
-    session.force_login(user)
     storage = MemoryStorage()
     metadata = OAuthClientMetadata(
         client_name="Test host",
@@ -140,7 +155,7 @@ def test_the_sdk_client_connects_from_nothing_through_oauth_and_loses_access_whe
 
     async def scenario() -> dict[str, Any]:
         seen: dict[str, Any] = {}
-        async with SignedInBrowser(server.base_url, session.cookies["sessionid"].value) as browser:
+        async with SignedInBrowser(server.base_url, login=("alice", PASSWORD)) as browser:
             auth = OAuthClientProvider(
                 server.mcp_url,
                 metadata,
@@ -151,6 +166,7 @@ def test_the_sdk_client_connects_from_nothing_through_oauth_and_loses_access_whe
             seen["legacy"] = await _list_apps(server, auth, LEGACY)
             seen["modern"] = await _list_apps(server, auth, MODERN)
             seen["consent_pages"] = list(browser.consent_pages)
+            seen["login_pages"] = browser.login_pages
             first_tokens = storage.tokens
             # The access token has expired as far as the client knows: it refreshes before the next call.
             auth.context.token_expiry_time = time.time() - 1
@@ -181,6 +197,7 @@ def test_the_sdk_client_connects_from_nothing_through_oauth_and_loses_access_whe
 
     assert seen["legacy"] == ["Alice's budget"]
     assert seen["modern"] == ["Alice's budget"]
+    assert seen["login_pages"] == 1  # the person logged in on the site's own page, once
     assert len(seen["consent_pages"]) == 1  # one approval served both protocol versions
     assert "Test host" in seen["consent_pages"][0]
     assert "See your apps and read the data stored in them" in seen["consent_pages"][0]
