@@ -66,3 +66,10 @@ def test_disconnecting_revokes_every_token_the_client_holds(browser, user, other
 def test_the_pages_need_a_signed_in_person(client):
     assert client.get("/oauth/connected/").status_code == 302
     assert client.post("/oauth/connected/1/disconnect/").status_code == 302
+
+
+def test_the_connect_page_links_to_the_connected_clients_and_keeps_its_title_plain(browser):
+    html = browser.get("/connect/").content.decode()
+
+    assert "<title>Connect an agent · Charming</title>" in html
+    assert 'href="/oauth/connected/"' in html
