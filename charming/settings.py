@@ -125,38 +125,12 @@ CHARMING_PUBLIC_URL = env.str("CHARMING_PUBLIC_URL", default="http://127.0.0.1:8
 CHARMING_STORAGE_RETENTION_DAYS = env.int("CHARMING_STORAGE_RETENTION_DAYS", default=30)
 
 # --- Route engine (apps_registry/routes): bounds on what one app's routes may do; see docs/authoring.md#limits ---
-# Characters in one CEL expression (checked when an app is saved, and again when a route compiles).
-CHARMING_ROUTES_MAX_EXPRESSION_LENGTH = env.int("CHARMING_ROUTES_MAX_EXPRESSION_LENGTH", default=2000)
-# How many comprehensions (map/filter/all/exists/exists_one) may be nested inside each other.
-CHARMING_ROUTES_MAX_COMPREHENSION_NESTING = env.int("CHARMING_ROUTES_MAX_COMPREHENSION_NESTING", default=2)
-# How deeply brackets ( [ { may nest in one expression.
-CHARMING_ROUTES_MAX_EXPRESSION_NESTING = env.int("CHARMING_ROUTES_MAX_EXPRESSION_NESTING", default=32)
-# Steps in one route.
-CHARMING_ROUTES_MAX_STEPS = env.int("CHARMING_ROUTES_MAX_STEPS", default=50)
-# Records one call may read (get, find, increment's re-read); aggregates (count, sum) read none.
-CHARMING_ROUTES_MAX_RECORDS_READ = env.int("CHARMING_ROUTES_MAX_RECORDS_READ", default=1000)
-# Records one call may write (insert, update, upsert, delete, increment).
-CHARMING_ROUTES_MAX_RECORDS_WRITTEN = env.int("CHARMING_ROUTES_MAX_RECORDS_WRITTEN", default=100)
-# Bytes of one record's JSON data.
-CHARMING_ROUTES_MAX_RECORD_BYTES = env.int("CHARMING_ROUTES_MAX_RECORD_BYTES", default=65536)
-# Records one app may hold across all its collections.
-CHARMING_ROUTES_MAX_RECORDS_PER_APP = env.int("CHARMING_ROUTES_MAX_RECORDS_PER_APP", default=100000)
-# Routes in one app definition.
-CHARMING_ROUTES_MAX_ROUTES = env.int("CHARMING_ROUTES_MAX_ROUTES", default=100)
-# Levels of JSON nesting in a route's input or output schema.
-CHARMING_ROUTES_MAX_SCHEMA_NESTING = env.int("CHARMING_ROUTES_MAX_SCHEMA_NESTING", default=64)
-# Bytes of the compact JSON of one call's params.
-CHARMING_ROUTES_MAX_PARAMS_BYTES = env.int("CHARMING_ROUTES_MAX_PARAMS_BYTES", default=262144)
-# Items (scalars, lists, maps, map keys) in a value a step binds with `as` or a route returns.
-CHARMING_ROUTES_MAX_VALUE_ITEMS = env.int("CHARMING_ROUTES_MAX_VALUE_ITEMS", default=10000)
-# Characters of text (strings, map keys) in such a value.
-CHARMING_ROUTES_MAX_VALUE_CHARS = env.int("CHARMING_ROUTES_MAX_VALUE_CHARS", default=1048576)
-# Levels of nesting (lists and maps) in params and in a value a step binds or a route returns.
-CHARMING_ROUTES_MAX_VALUE_NESTING = env.int("CHARMING_ROUTES_MAX_VALUE_NESTING", default=64)
-# Estimated CEL work in one route call (about 1 s of CPU at the default); see docs/authoring.md, Limits.
-CHARMING_ROUTES_MAX_CEL_WORK = env.int("CHARMING_ROUTES_MAX_CEL_WORK", default=20000000)
-# Milliseconds one route call may spend evaluating CEL in worker processes (comprehensions, large estimates).
-CHARMING_ROUTES_MAX_CEL_MS = env.int("CHARMING_ROUTES_MAX_CEL_MS", default=1000)
+# Each is declared once in apps_registry/routes/limits.py (setting, default, meaning) and read here.
+from apps_registry.routes.limits import LIMIT_SETTINGS  # noqa: E402 (kept beside the block it serves)
+
+for _limit in LIMIT_SETTINGS:
+    globals()[_limit.setting] = env.int(_limit.setting, default=_limit.default)
+del _limit
 
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from

@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from apps_registry.exceptions import Forbidden, InvalidInput, NotFound, OperationFailed
 from apps_registry.models import App, Record, Storage
-from apps_registry.services.apps import audit_record
+from apps_registry.services.apps import audit_record, retention_days
 
 DEFAULT_BATCH_SIZE = 1000
 # Called after each committed batch with (records deleted so far in this run, records present at the start).
@@ -60,10 +59,6 @@ class AppPurgeResult:
     owner: str
     records_purged: int
     storage_id: uuid.UUID | None
-
-
-def retention_days() -> int:
-    return int(settings.CHARMING_STORAGE_RETENTION_DAYS)
 
 
 def retention_cutoff(*, days: int | None = None, now: datetime | None = None) -> datetime:
