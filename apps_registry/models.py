@@ -242,6 +242,22 @@ class ApiToken(models.Model):
         return self.expires_at is not None and self.expires_at <= timezone.now()
 
 
+class OAuthClientRegistration(models.Model):
+    """Who registered an OAuth client through dynamic registration (RFC 7591): the rate limit counts these."""
+
+    application = models.OneToOneField(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL, on_delete=models.CASCADE, related_name="charming_registration"
+    )
+    client_ip = models.GenericIPAddressField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["client_ip", "created_at"], name="oauth_registration_ip_time")]
+
+    def __str__(self) -> str:
+        return f"{self.application_id} from {self.client_ip}"
+
+
 class AuditEvent(models.Model):
     """The trail of deletions, purges and restores, written by the services.
 

@@ -11,9 +11,11 @@ from typing import Any
 
 from django.db.models import Count, QuerySet, Sum, TextField
 from django.db.models.functions import Cast, Coalesce, Length
+from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from apps_registry.access import apps_visible_to
 from apps_registry.models import Advisory, ApiToken, App, Feedback, Record, Route, Storage
+from apps_registry.oauth.scopes import SCOPES
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,45 @@ def _is_uuid(value: uuid.UUID | str) -> bool:
 def routes_of(app: App) -> QuerySet[Route]:
     """The app's routes, by name."""
     return Route.objects.filter(app=app).order_by("name")
+
+
+@dataclass(frozen=True)
+class ConnectedClient:
+    """An OAuth client holding live tokens a user granted."""
+
+    application_id: int
+    name: str
+    client_id: str
+    scopes: list[str]
+    connected_at: datetime
+
+
+def oauth_clients_connected_to(user: Any) -> list[ConnectedClient]:
+    """The OAuth clients holding an access token or an unrevoked refresh token of `user`, oldest first."""
+    live_refresh = RefreshToken.objects.filter(user=user, revoked__isnull=True)
+    application_ids = set(AccessToken.objects.filter(user=user).values_list("application_id", flat=True))
+    application_ids |= set(live_refresh.values_list("application_id", flat=True))
+    clients = []
+    for application in Application.objects.filter(pk__in=application_ids).order_by("created"):
+        granted: set[str] = set()
+        for scope in AccessToken.objects.filter(user=user, application=application).values_list("scope", flat=True):
+            granted.update(scope.split())
+        # Rotation replaces the tokens on every refresh; the first refresh token of the family dates the consent.
+        families = live_refresh.filter(application=application).exclude(token_family=None).values("token_family")
+        first = (
+            RefreshToken.objects.filter(token_family__in=families).order_by("created").first()
+            or AccessToken.objects.filter(user=user, application=application).order_by("created").first()
+        )
+        clients.append(
+            ConnectedClient(
+                application_id=application.pk,
+                name=application.name or application.client_id,
+                client_id=application.client_id,
+                scopes=[SCOPES.get(scope, scope) for scope in sorted(granted)],
+                connected_at=first.created if first else application.created,
+            )
+        )
+    return clients
 
 
 def tokens_of(user: Any) -> QuerySet[ApiToken]:
