@@ -146,11 +146,16 @@ def invitation_for(*, actor: Any, invitation_id: int | str, for_update: bool = F
     except ValueError:
         raise not_found from None
     invitations = Invitation.objects.select_related("app", "invited_by").filter(pk=pk, invitee=actor)
-    if for_update:
-        invitations = invitations.select_for_update(of=("self",))
     invitation = invitations.first()
     if invitation is None:
         raise not_found
+    if for_update:
+        # Lock the app first, then the invitation: the owner's calls (app_for(for_update=True)) take them
+        # in that order, and accepting inserts a membership, which waits on the app's row anyway.
+        list(App.objects.select_for_update().filter(pk=invitation.app_id).values_list("pk", flat=True))
+        invitation = invitations.select_for_update(of=("self",)).first()
+        if invitation is None:
+            raise not_found
     return invitation
 
 

@@ -383,4 +383,5 @@ def test_accepting_after_being_added_directly_takes_the_invitations_role(budget,
     invitation_accept(actor=other_user, invitation_id=invitation.pk)
 
     assert Membership.objects.get(app=budget, user=other_user).role == "editor"
-    assert invitation.__class__.objects.get(pk=invitation.pk).status == InvitationStatus.ACCEPTED
+    invitation.refresh_from_db()
+    assert invitation.status == InvitationStatus.ACCEPTED
