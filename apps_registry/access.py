@@ -141,10 +141,9 @@ def invitation_for(*, actor: Any, invitation_id: int | str, for_update: bool = F
     A pending invitation shows its app's name and its inviter, nothing more: it grants no access to the app.
     """
     not_found = NotFound(f"No invitation with id {invitation_id} is addressed to you.")
-    try:
-        pk = int(str(invitation_id))
-    except ValueError:
-        raise not_found from None
+    pk = _invitation_pk(invitation_id)
+    if pk is None:
+        raise not_found
     invitations = Invitation.objects.select_related("app", "invited_by").filter(pk=pk, invitee=actor)
     invitation = invitations.first()
     if invitation is None:
@@ -157,6 +156,25 @@ def invitation_for(*, actor: Any, invitation_id: int | str, for_update: bool = F
         if invitation is None:
             raise not_found
     return invitation
+
+
+def invitation_of_app(*, app: App, invitation_id: int | str) -> Invitation:
+    """One of `app`'s invitations (any status), locked; reach `app` with need "own" first. NotFound otherwise."""
+    pk = _invitation_pk(invitation_id)
+    invitations = Invitation.objects.select_for_update(of=("self",)).select_related("app", "invitee")
+    invitation = invitations.filter(app=app, pk=pk).first() if pk is not None else None
+    if invitation is None:
+        raise NotFound(f"App '{app.name}' has no invitation with id {invitation_id}.")
+    return invitation
+
+
+def _invitation_pk(value: int | str) -> int | None:
+    """The invitation id in `value`, or None when it cannot be one (not a number, beyond a 64-bit key)."""
+    text = str(value)
+    if not (text.isascii() and text.isdigit()):
+        return None
+    pk = int(text)
+    return pk if 0 < pk < 2**63 else None
 
 
 def invitation_pending_check(invitation: Invitation) -> None:

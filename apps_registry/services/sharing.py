@@ -13,6 +13,7 @@ from django.utils import timezone
 from apps_registry.access import (
     app_for,
     invitation_for,
+    invitation_of_app,
     invitation_pending_check,
     leave_check,
     owner_membership_check,
@@ -153,10 +154,7 @@ def invitation_decline(*, actor: Any, invitation_id: int | str) -> Invitation:
 def invitation_revoke(*, actor: Any, app_id: uuid.UUID | str, invitation_id: int | str) -> Invitation:
     """The owner withdraws a pending invitation to their app."""
     app, _role = app_for(actor=actor, app_id=app_id, need="own", for_update=True)
-    invitations = Invitation.objects.select_for_update(of=("self",)).select_related("app", "invitee")
-    invitation = invitations.filter(app=app, pk=int(invitation_id)).first() if str(invitation_id).isdecimal() else None
-    if invitation is None:
-        raise NotFound(f"App '{app.name}' has no invitation with id {invitation_id}.")
+    invitation = invitation_of_app(app=app, invitation_id=invitation_id)
     invitation_pending_check(invitation)
     _answer(invitation, InvitationStatus.REVOKED)
     audit_record(

@@ -105,7 +105,7 @@ def test_decline(budget, bob_api, other_user):
 @pytest.mark.parametrize("verb", ["accept", "decline"])
 def test_another_users_invitation_is_not_found(budget, other_user, carol, verb):
     invitation = invite(budget)
-    for invitation_id in (invitation.pk, "nope"):
+    for invitation_id in (invitation.pk, "nope", "99999999999999999999"):
         error = error_of(client_for(carol).post(f"/api/invitations/{invitation_id}/{verb}/"), 404)
         assert error == {"kind": "not_found", "message": f"No invitation with id {invitation_id} is addressed to you."}
     assert client_for(carol).get("/api/invitations/").json()["value"] == []
@@ -206,8 +206,9 @@ def test_the_owner_lists_and_revokes_pending_invitations(budget, alice_api, othe
     assert alice_api.get(f"/api/apps/{budget.id}/invitations/").json()["value"] == []
     again = error_of(alice_api.delete(f"/api/apps/{budget.id}/invitations/{invitation.pk}/"), 409)
     assert "was already revoked on " in again["message"]
-    unknown = error_of(alice_api.delete(f"/api/apps/{budget.id}/invitations/999/"), 404)
-    assert unknown["message"] == "App 'Budget' has no invitation with id 999."
+    for unknown_id in ("999", "x", "99999999999999999999"):
+        unknown = error_of(alice_api.delete(f"/api/apps/{budget.id}/invitations/{unknown_id}/"), 404)
+        assert unknown == {"kind": "not_found", "message": f"App 'Budget' has no invitation with id {unknown_id}."}
 
 
 def test_members_see_but_cannot_list_invitations(budget, bob_api, other_user):

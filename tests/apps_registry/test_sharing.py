@@ -202,7 +202,7 @@ def test_only_the_invitee_sees_and_answers_an_invitation(budget, other_user, car
             answer(actor=stranger, invitation_id=invitation.pk)
         assert exc.value.kind == "not_found"
         assert exc.value.message == f"No invitation with id {invitation.pk} is addressed to you."
-    for missing in (invitation.pk + 100, "not-a-number"):
+    for missing in (invitation.pk + 100, "not-a-number", "-1", "99999999999999999999", "٣"):
         with pytest.raises(NotFound) as absent:
             answer(actor=other_user, invitation_id=missing)
         assert absent.value.message == f"No invitation with id {missing} is addressed to you."
@@ -259,7 +259,7 @@ def test_revoking_is_owner_only_and_names_the_apps_invitations_only(budget, user
     assert denied.value.message == OWNER_ONLY.format("an editor")
     with pytest.raises(AppNotFound):
         invitation_revoke(actor=other_user, app_id=budget.id, invitation_id=invitation.pk)
-    for other in (theirs.pk, "x"):  # another app's invitation, or no id at all
+    for other in (theirs.pk, "x", "99999999999999999999"):  # another app's invitation, or no id at all
         with pytest.raises(NotFound) as exc:
             invitation_revoke(actor=user, app_id=budget.id, invitation_id=other)
         assert exc.value.message == f"App 'Budget' has no invitation with id {other}."
