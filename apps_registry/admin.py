@@ -408,7 +408,7 @@ class StorageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             queryset,
             action="restore_to_app",
             title="Restore retained storage",
-            warning=f"Storage of the deleted app '{storage.app_name}' (owner {storage.owner}), detached "
+            warning=f"Storage of the deleted app '{storage.app_name}' (owner {storage.owner_name}), detached "
             f"{storage.detached_at:%Y-%m-%d %H:%M} UTC. Pick an app of the same owner to restore it into.",
             items=[f"{storage.app_name} ({storage.id}): {storage.records.count()} records"],
             form=form,
@@ -427,7 +427,7 @@ class StorageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 warning="The records of these deleted apps will be deleted now, for good. Storage still attached "
                 "to a live app is refused.",
                 items=[
-                    f"{s.app_name} ({s.id}) of {s.owner}: {self.record_count(s)} records"
+                    f"{s.app_name} ({s.id}) of {s.owner_name}: {self.record_count(s)} records"
                     for s in queryset.select_related("owner")
                 ],
             )

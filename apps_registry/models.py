@@ -140,7 +140,10 @@ class Storage(models.Model):
     # Remembered so retained storage can still be named and traced after the app is gone.
     app_uuid = models.UUIDField(db_index=True)
     app_name = models.CharField(max_length=200)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="storages")
+    # Empty once the owner deleted their account: the storage stays for the retention window, then is purged.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="storages"
+    )
     detached_at = models.DateTimeField(null=True, blank=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -165,6 +168,11 @@ class Storage(models.Model):
     @property
     def is_detached(self) -> bool:
         return self.detached_at is not None
+
+    @property
+    def owner_name(self) -> str:
+        """The owner's username, or a note that the account was deleted."""
+        return self.owner.get_username() if self.owner is not None else "(deleted account)"
 
 
 class Record(models.Model):

@@ -15,6 +15,7 @@ from django.db.models.functions import Cast, Coalesce, Length
 from apps_registry.access import apps_visible_to
 from apps_registry.models import (
     Advisory,
+    ApiToken,
     App,
     Feedback,
     Invitation,
@@ -196,3 +197,8 @@ def _is_uuid(value: uuid.UUID | str) -> bool:
 def routes_of(app: App) -> QuerySet[Route]:
     """The app's routes, by name."""
     return Route.objects.filter(app=app).order_by("name")
+
+
+def tokens_of(user: Any) -> QuerySet[ApiToken]:
+    """The user's personal API tokens, newest first (revoked and expired ones included, marked by their fields)."""
+    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")

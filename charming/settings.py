@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -27,6 +28,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "apps_registry",
     "mcp_tools",
+    # --- Accounts for people (pages, login throttling) ---
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -38,6 +41,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # --- Accounts for people: django-axes last, so it sees every login attempt's outcome ---
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "charming.urls"
@@ -104,6 +109,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # django-axes announces its configuration at every start (and every manage.py command); lockouts still log.
+    "loggers": {"axes.apps": {"level": "WARNING"}},
 }
 
 # --- Charming ---
@@ -113,38 +120,12 @@ CHARMING_PUBLIC_URL = env.str("CHARMING_PUBLIC_URL", default="http://127.0.0.1:8
 CHARMING_STORAGE_RETENTION_DAYS = env.int("CHARMING_STORAGE_RETENTION_DAYS", default=30)
 
 # --- Route engine (apps_registry/routes): bounds on what one app's routes may do; see docs/authoring.md#limits ---
-# Characters in one CEL expression (checked when an app is saved, and again when a route compiles).
-CHARMING_ROUTES_MAX_EXPRESSION_LENGTH = env.int("CHARMING_ROUTES_MAX_EXPRESSION_LENGTH", default=2000)
-# How many comprehensions (map/filter/all/exists/exists_one) may be nested inside each other.
-CHARMING_ROUTES_MAX_COMPREHENSION_NESTING = env.int("CHARMING_ROUTES_MAX_COMPREHENSION_NESTING", default=2)
-# How deeply brackets ( [ { may nest in one expression.
-CHARMING_ROUTES_MAX_EXPRESSION_NESTING = env.int("CHARMING_ROUTES_MAX_EXPRESSION_NESTING", default=32)
-# Steps in one route.
-CHARMING_ROUTES_MAX_STEPS = env.int("CHARMING_ROUTES_MAX_STEPS", default=50)
-# Records one call may read (get, find, increment's re-read); aggregates (count, sum) read none.
-CHARMING_ROUTES_MAX_RECORDS_READ = env.int("CHARMING_ROUTES_MAX_RECORDS_READ", default=1000)
-# Records one call may write (insert, update, upsert, delete, increment).
-CHARMING_ROUTES_MAX_RECORDS_WRITTEN = env.int("CHARMING_ROUTES_MAX_RECORDS_WRITTEN", default=100)
-# Bytes of one record's JSON data.
-CHARMING_ROUTES_MAX_RECORD_BYTES = env.int("CHARMING_ROUTES_MAX_RECORD_BYTES", default=65536)
-# Records one app may hold across all its collections.
-CHARMING_ROUTES_MAX_RECORDS_PER_APP = env.int("CHARMING_ROUTES_MAX_RECORDS_PER_APP", default=100000)
-# Routes in one app definition.
-CHARMING_ROUTES_MAX_ROUTES = env.int("CHARMING_ROUTES_MAX_ROUTES", default=100)
-# Levels of JSON nesting in a route's input or output schema.
-CHARMING_ROUTES_MAX_SCHEMA_NESTING = env.int("CHARMING_ROUTES_MAX_SCHEMA_NESTING", default=64)
-# Bytes of the compact JSON of one call's params.
-CHARMING_ROUTES_MAX_PARAMS_BYTES = env.int("CHARMING_ROUTES_MAX_PARAMS_BYTES", default=262144)
-# Items (scalars, lists, maps, map keys) in a value a step binds with `as` or a route returns.
-CHARMING_ROUTES_MAX_VALUE_ITEMS = env.int("CHARMING_ROUTES_MAX_VALUE_ITEMS", default=10000)
-# Characters of text (strings, map keys) in such a value.
-CHARMING_ROUTES_MAX_VALUE_CHARS = env.int("CHARMING_ROUTES_MAX_VALUE_CHARS", default=1048576)
-# Levels of nesting (lists and maps) in params and in a value a step binds or a route returns.
-CHARMING_ROUTES_MAX_VALUE_NESTING = env.int("CHARMING_ROUTES_MAX_VALUE_NESTING", default=64)
-# Estimated CEL work in one route call (about 1 s of CPU at the default); see docs/authoring.md, Limits.
-CHARMING_ROUTES_MAX_CEL_WORK = env.int("CHARMING_ROUTES_MAX_CEL_WORK", default=20000000)
-# Milliseconds one route call may spend evaluating CEL in worker processes (comprehensions, large estimates).
-CHARMING_ROUTES_MAX_CEL_MS = env.int("CHARMING_ROUTES_MAX_CEL_MS", default=1000)
+# Each is declared once in apps_registry/routes/limits.py (setting, default, meaning) and read here.
+from apps_registry.routes.limits import LIMIT_SETTINGS  # noqa: E402 (kept beside the block it serves)
+
+for _limit in LIMIT_SETTINGS:
+    globals()[_limit.setting] = env.int(_limit.setting, default=_limit.default)
+del _limit
 
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from
@@ -159,3 +140,29 @@ CHARMING_MCP_ALLOWED_HOSTS = env.list("CHARMING_MCP_ALLOWED_HOSTS", default=[])
 CHARMING_MCP_ALLOWED_ORIGINS = env.list("CHARMING_MCP_ALLOWED_ORIGINS", default=[])
 # Seconds an idle 2025-11-25 session (Mcp-Session-Id) is kept in the worker's memory.
 CHARMING_MCP_SESSION_IDLE_SECONDS = env.int("CHARMING_MCP_SESSION_IDLE_SECONDS", default=1800)
+
+# --- Accounts for people (apps_registry/pages: sign-up, log-in, tokens; docs/pages.md) ---
+# django-axes checks every authenticate() (the site's and the admin's log-in) before the model backend.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+# Mail for password resets. The console backend prints messages to the server's output (offline runs);
+# production sets e.g. django.core.mail.backends.smtp.EmailBackend and the EMAIL_HOST_* values.
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Charming <noreply@localhost>")
+# Seconds a password-reset link stays valid.
+PASSWORD_RESET_TIMEOUT = env.int("PASSWORD_RESET_TIMEOUT", default=3 * 3600)
+# Brute-force throttling: after AXES_FAILURE_LIMIT failed log-ins for one username from one IP address,
+# that pair is locked out for AXES_COOLOFF_MINUTES (a 429 page). Behind a proxy, let uvicorn set the client
+# address (--proxy-headers --forwarded-allow-ips) or every client shares the proxy's.
+AXES_ENABLED = env.bool("AXES_ENABLED", default=True)
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "accounts/lockout.html"

@@ -15,4 +15,6 @@ urlpatterns = [
     # RFC 9728 metadata for the MCP endpoint, at the root and at the /mcp-suffixed location.
     path(".well-known/oauth-protected-resource", protected_resource_metadata, name="oauth-protected-resource"),
     path(".well-known/oauth-protected-resource/mcp", protected_resource_metadata, name="oauth-protected-resource-mcp"),
+    # --- Pages for people: home, accounts (Django's auth URL names), connect an agent (apps_registry/pages) ---
+    path("", include("apps_registry.pages.urls")),
 ]

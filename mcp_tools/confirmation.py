@@ -33,6 +33,11 @@ def state_key() -> str:
     return hashlib.sha256(b"charming/mcp/request-state:" + settings.SECRET_KEY.encode()).hexdigest()
 
 
+def confirmation_ttl_seconds() -> int:
+    """How long a delete_app confirmation stays answerable (CHARMING_MCP_CONFIRM_TTL_SECONDS)."""
+    return int(settings.CHARMING_MCP_CONFIRM_TTL_SECONDS)
+
+
 def confirmation_state_new(*, user_id: Any, app_id: str, purge_storage: bool) -> str:
     """The plaintext state of a new delete prompt (sealed by the SDK on its way out)."""
     claims = {
@@ -40,7 +45,7 @@ def confirmation_state_new(*, user_id: Any, app_id: str, purge_storage: bool) ->
         "uid": str(user_id),
         "app": str(app_id).lower(),
         "purge": purge_storage,
-        "exp": time.time() + settings.CHARMING_MCP_CONFIRM_TTL_SECONDS,
+        "exp": time.time() + confirmation_ttl_seconds(),
         "nonce": secrets.token_urlsafe(16),
     }
     return json.dumps(claims, separators=(",", ":"))

@@ -24,7 +24,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_tools.arguments import arguments_check
 from mcp_tools.auth import current_caller
-from mcp_tools.confirmation import state_key
+from mcp_tools.confirmation import confirmation_ttl_seconds, state_key
 from mcp_tools.registry import TOOLS, tool_named
 from mcp_tools.results import error_result
 from mcp_tools.tools import ToolCall, ToolResult
@@ -93,7 +93,7 @@ def server_build() -> Server[Any]:
     # Seals delete_app's requestState (2026-07-28): AES-GCM, bound to tool, arguments, user and expiry.
     server.middleware.append(
         RequestStateBoundary(
-            RequestStateSecurity(keys=[state_key()], ttl=float(settings.CHARMING_MCP_CONFIRM_TTL_SECONDS)),
+            RequestStateSecurity(keys=[state_key()], ttl=float(confirmation_ttl_seconds())),
             default_audience=SERVER_NAME,
         )
     )

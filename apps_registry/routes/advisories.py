@@ -7,8 +7,15 @@ from typing import Any
 
 from apps_registry.routes.compiler import DefinitionParts, legacy_steps
 from apps_registry.routes.limits import Limits
+from apps_registry.routes.steps import STEP_KINDS
 
-AUTHORING_KINDS = ("legacy-bridge", "missing-output-schema", "unbounded-find", "unknown-collection", "unused-binding")
+# The kinds named here, and those the step kinds name (routes/steps.py).
+AUTHORING_KINDS = tuple(
+    sorted(
+        {"legacy-bridge", "missing-output-schema", "unknown-collection", "unused-binding"}
+        | {kind for step_kind in STEP_KINDS.values() for kind in step_kind.advisory_kinds}
+    )
+)
 DOC_URL = "docs/authoring.md#advisories"
 
 
@@ -56,20 +63,7 @@ def authoring_advisories(parts: DefinitionParts, limits: Limits) -> list[Advisor
             used |= step.uses
             if step.as_name:
                 bound_at[step.as_name] = step.index
-            if step.op == "find" and "limit" not in step.exprs:
-                found.append(
-                    AdvisoryDraft(
-                        kind="unbounded-find",
-                        severity="warn",
-                        summary=(
-                            f"Route '{name}' steps[{step.index}] finds in '{step.collection}' without a 'limit'. "
-                            f"Once the collection holds more than {limits.records_read_per_call} matching records "
-                            "the call fails; add a 'limit'."
-                        ),
-                        user_summary="One of this app's lists may stop working once it grows large.",
-                        data={"route": name, "step": step.index, "collection": step.collection},
-                    )
-                )
+            found.extend(step.kind.advisories(name, step, limits))
             if step.collection is not None and step.collection not in parts.collections:
                 declared = ", ".join(sorted(parts.collections)) or "none"
                 found.append(

@@ -1,4 +1,5 @@
-"""Compiled routes, cached per route version: compiled on first use, reused by every later call.
+"""Compiled routes, cached per route version: the caller compiles a stored route on its first use
+(`compile_route`) and keeps it (`cache_route`); every later call finds it (`cached_route`).
 
 Saving an app bumps the version of exactly the routes that changed, so an edit invalidates only
 that route (in every process: the version is part of the key)."""
@@ -7,13 +8,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apps_registry.exceptions import OperationFailed
-from apps_registry.models import Route
 from apps_registry.routes.compiler import CompiledRoute, Problem, check_route, compile_parts
 from apps_registry.routes.limits import Limits, limit_details
+
+if TYPE_CHECKING:
+    from apps_registry.models import Route
 
 MAX_ENTRIES = 2048
 _entries: OrderedDict[tuple[Any, ...], CompiledRoute] = OrderedDict()
@@ -22,18 +24,21 @@ _lock = threading.Lock()
 stats = {"compiled": 0}
 
 
-def compiled_route(*, route_id: int, version: Any, limits: Limits, load: Callable[[], Route]) -> CompiledRoute:
-    """The compiled route for this version. `version` must change whenever the route does: the
-    services pass (version, updated_at), so a reused primary key can never hit a stale entry."""
+def cached_route(*, route_id: int, version: Any, limits: Limits) -> CompiledRoute | None:
+    """The compiled route for this version, if this process has it. `version` must change whenever the
+    route does: the services pass (version, updated_at), so a reused primary key can never hit a stale entry."""
     key = (route_id, version, limits)
     with _lock:
         found = _entries.get(key)
         if found is not None:
             _entries.move_to_end(key)
-            return found
-    compiled = compile_route(load(), limits)
+        return found
+
+
+def cache_route(*, route_id: int, version: Any, limits: Limits, compiled: CompiledRoute) -> CompiledRoute:
+    """Keep `compiled` (the caller compiled the stored route with `compile_route`) for later calls."""
     with _lock:
-        _entries[key] = compiled
+        _entries[(route_id, version, limits)] = compiled
         while len(_entries) > MAX_ENTRIES:
             _entries.popitem(last=False)
     return compiled

@@ -3,7 +3,7 @@
 The CEL evaluator is native code that holds Python's interpreter lock while it runs and cannot be
 interrupted, so an expensive expression evaluated in the server process stalls every request of
 that process. Expressions that can be expensive (those with comprehensions, or whose estimated work
-is large; see routes/sizes.py) are evaluated here instead: in a child process running this module,
+is large; see routes/budget.py) are evaluated here instead: in a child process running this module,
 which the server kills when the call's CEL deadline passes. The server thread waits on a pipe, so
 other requests run meanwhile.
 

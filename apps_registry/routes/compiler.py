@@ -3,73 +3,18 @@ compiling one route into steps holding compiled CEL programs and schema validato
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from apps_registry.routes.expressions import CONTEXT_NAMES, Expr, check_source, referenced_names
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.schemas import SchemaValidator, number_paths, schema_problems
+from apps_registry.routes.steps import NAME, STEP_KINDS, Step, bad_name, type_name
 
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
-FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,7}$")
 RESERVED_NAMES = frozenset(CONTEXT_NAMES) | {"true", "false", "null", "in", "as", "break", "const", "continue"}
-
-READ_OPS = ("get", "find", "count", "sum")
-WRITE_OPS = ("insert", "update", "upsert", "delete", "increment")
-OPS = (*READ_OPS, "let", *WRITE_OPS, "fail", "return")
-WHERE_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in")
 ROUTE_KEYS = ("kind", "description", "input", "output", "steps", "handler")
 LEGACY_ACTIONS = ("insert", "update", "delete")
 DEFAULT_INPUT: dict[str, Any] = {"type": "object"}
-
-# op -> {key: (what, required)}; `let` and `return` take a bare expression instead of an object.
-_SPECS: dict[str, dict[str, tuple[str, bool]]] = {
-    "get": {"collection": ("collection", True), "id": ("expr", True), "default": ("expr", False)},
-    "find": {
-        "collection": ("collection", True),
-        "where": ("where", False),
-        "order_by": ("order_by", False),
-        "limit": ("expr", False),
-    },
-    "count": {"collection": ("collection", True), "where": ("where", False)},
-    "sum": {"collection": ("collection", True), "field": ("field", True), "where": ("where", False)},
-    "insert": {"collection": ("collection", True), "value": ("expr", True), "id": ("expr", False)},
-    "update": {"collection": ("collection", True), "id": ("expr", True), "value": ("expr", True)},
-    "upsert": {"collection": ("collection", True), "id": ("expr", True), "value": ("expr", True)},
-    "delete": {"collection": ("collection", True), "id": ("expr", True)},
-    "increment": {
-        "collection": ("collection", True),
-        "id": ("expr", True),
-        "field": ("field", True),
-        "by": ("expr", False),
-    },
-    "fail": {"message": ("expr", True), "details": ("expr", False), "when": ("expr", False)},
-}
-
-
-@dataclass(frozen=True)
-class Condition:
-    path: tuple[str, ...]  # ("id",) is the record's id
-    op: str
-    expr: Expr
-
-
-@dataclass
-class Step:
-    index: int
-    op: str
-    as_name: str | None = None
-    collection: str | None = None
-    exprs: dict[str, Expr] = field(default_factory=dict)
-    where: list[Condition] = field(default_factory=list)
-    order_by: list[tuple[tuple[str, ...], bool]] = field(default_factory=list)  # (path, descending)
-    field_path: tuple[str, ...] | None = None
-    uses: set[str] = field(default_factory=set)  # names bound by earlier steps that this step reads
-
-    @property
-    def label(self) -> str:
-        return f"steps[{self.index}] ({self.op})"
 
 
 @dataclass
@@ -80,7 +25,6 @@ class CompiledRoute:
     input_validator: SchemaValidator
     output_validator: SchemaValidator | None
     input_numbers: Any
-    legacy: bool
 
 
 @dataclass
@@ -163,7 +107,7 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
         collections = {}
     for cname, spec in collections.items():
         if not NAME.match(cname):
-            problems.append(Problem(f"collections.{cname}", _bad_name("a collection name")))
+            problems.append(Problem(f"collections.{cname}", bad_name("a collection name")))
         if not isinstance(spec, dict):
             problems.append(Problem(f"collections.{cname}", "must be an object (it may be empty: {})"))
     raw_routes = definition.get("routes")
@@ -193,7 +137,7 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
 def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *, prefix: str) -> RouteParts | None:
     before = len(problems)
     if not NAME.match(name):
-        problems.append(Problem(prefix, _bad_name("a route name")))
+        problems.append(Problem(prefix, bad_name("a route name")))
     if not isinstance(raw, dict):
         problems.append(Problem(prefix, f"a route must be an object, got {type(raw).__name__}"))
         return None
@@ -242,7 +186,7 @@ def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *,
                     Problem(f"{prefix}.handler.action", f"must be insert, update or delete, got {handler['action']!r}")
                 )
             if not isinstance(handler["collection"], str) or not NAME.match(handler["collection"]):
-                problems.append(Problem(f"{prefix}.handler.collection", _bad_name("a collection name")))
+                problems.append(Problem(f"{prefix}.handler.collection", bad_name("a collection name")))
             if kind == "query":
                 problems.append(Problem(f"{prefix}.handler", "a legacy handler writes: its route must be a mutation"))
         if len(problems) == before:
@@ -323,7 +267,7 @@ def parse_steps(
     steps: list[Step] = []
     for index, raw in enumerate(raw_steps):
         path = f"{prefix}.steps[{index}]"
-        if steps and steps[-1].op == "return":
+        if steps and steps[-1].kind.ends:
             problems.append(Problem(path, "unreachable: it follows a return step"))
             break
         step = _parse_step(route, kind, raw, index, path, bound, limits, problems)
@@ -347,63 +291,80 @@ def _parse_step(
     limits: Limits,
     problems: list[Problem],
 ) -> Step | None:
+    """The step envelope (one kind's key, and `as`); the kind parses its own body."""
     if not isinstance(raw, dict):
-        problems.append(Problem(path, f'a step must be an object such as {{"get": {{...}}}}, got {_type(raw)}'))
+        problems.append(Problem(path, f'a step must be an object such as {{"get": {{...}}}}, got {type_name(raw)}'))
         return None
-    ops = [key for key in raw if key in OPS]
-    unknown = sorted(set(raw) - set(OPS) - {"as"})
+    ops = [key for key in raw if key in STEP_KINDS]
+    unknown = sorted(set(raw) - set(STEP_KINDS) - {"as"})
     if unknown or len(ops) != 1:
         problems.append(
             Problem(
                 path,
-                f"a step has exactly one of {', '.join(OPS)} (and optionally 'as'); found keys {', '.join(raw)}",
+                f"a step has exactly one of {', '.join(STEP_KINDS)} (and optionally 'as'); found keys {', '.join(raw)}",
             )
         )
         return None
     op = ops[0]
-    step = Step(index=index, op=op)
+    step_kind = STEP_KINDS[op]
+    step = Step(index=index, kind=step_kind)
     before = len(problems)
-    if op in WRITE_OPS and kind == "query":
+    if step_kind.writes and kind == "query":
         problems.append(Problem(f"{path}.{op}", "a query route cannot write; make the route a mutation"))
     as_name = raw.get("as")
     if as_name is not None:
-        if op in ("fail", "return"):
+        if step_kind.binding == "none":
             problems.append(Problem(f"{path}.as", f"a {op} step binds nothing; remove 'as'"))
         elif not isinstance(as_name, str) or not NAME.match(as_name):
-            problems.append(Problem(f"{path}.as", _bad_name("a name")))
+            problems.append(Problem(f"{path}.as", bad_name("a name")))
         elif as_name in RESERVED_NAMES:
             problems.append(Problem(f"{path}.as", f"'{as_name}' is reserved; choose another name"))
         elif as_name in bound:
             problems.append(Problem(f"{path}.as", f"'{as_name}' is already bound by steps[{bound[as_name]}]"))
         else:
             step.as_name = as_name
-    elif op == "let":
-        problems.append(Problem(f"{path}.as", "a let step needs 'as': the name it binds"))
+    elif step_kind.binding == "required":
+        problems.append(Problem(f"{path}.as", f"a {op} step needs 'as': the name it binds"))
+    step_kind.parse(step, raw[op], path, _StepParser(route, step, path, bound, limits, problems))
+    return step if len(problems) == before else None
 
-    scope = set(CONTEXT_NAMES) | set(bound)
 
-    def expression(source: Any, where: str) -> Expr | None:
-        program, found, scan = check_source(source, limits)
+class _StepParser:
+    """What a step kind's `parse` reports problems to, and compiles its expressions with."""
+
+    def __init__(
+        self, route: str, step: Step, path: str, bound: dict[str, int], limits: Limits, problems: list[Problem]
+    ) -> None:
+        self.route, self.step, self.path, self.bound = route, step, path, bound
+        self.limits, self.problems = limits, problems
+        self.scope = set(CONTEXT_NAMES) | set(bound)
+
+    def problem(self, path: str, message: str) -> None:
+        self.problems.append(Problem(path, message))
+
+    def expression(self, source: Any, where: str) -> Expr | None:
+        path, scope = self.path, self.scope
+        program, found, scan = check_source(source, self.limits)
         for problem in found:
-            problems.append(Problem(f"{path}.{where}", problem.message, problem.limit, problem.max))
+            self.problems.append(Problem(f"{path}.{where}", problem.message, problem.limit, problem.max))
         if program is None:
             return None
         names = referenced_names(program, source)
         missing = sorted(names - scope)
         if missing:
-            problems.append(
+            self.problems.append(
                 Problem(
                     f"{path}.{where}",
                     f"unknown name(s) {', '.join(missing)}; names available here: {', '.join(sorted(scope))}",
                 )
             )
             return None
-        step.uses |= names & set(bound)
+        self.step.uses |= names & set(self.bound)
         return Expr(
             source=source,
             program=program,
-            route=route,
-            where=f"steps[{index}].{where}",
+            route=self.route,
+            where=f"steps[{self.step.index}].{where}",
             # Everything in scope the parser saw, comprehension variables that shadow a name included.
             names=tuple(sorted(set(program.variables()) & scope)),
             comprehensions=scan.comprehensions if scan else 0,
@@ -412,85 +373,6 @@ def _parse_step(
             refs=scan.refs if scan else 0,
             regex=scan.regex if scan else False,
         )
-
-    body = raw[op]
-    if op in ("let", "return"):
-        compiled = expression(body, op)
-        if compiled is not None:
-            step.exprs["value"] = compiled
-        return step if len(problems) == before else None
-    if not isinstance(body, dict):
-        problems.append(Problem(f"{path}.{op}", f"must be an object with {', '.join(_SPECS[op])}, got {_type(body)}"))
-        return None
-    spec = _SPECS[op]
-    for key in body:
-        if key not in spec:
-            problems.append(Problem(f"{path}.{op}.{key}", f"unknown key; {op} takes {', '.join(spec)}"))
-    for key, (what, required) in spec.items():
-        where = f"{op}.{key}"
-        if key not in body:
-            if required:
-                problems.append(Problem(f"{path}.{where}", "required"))
-            continue
-        value = body[key]
-        if what == "collection":
-            if not isinstance(value, str) or not NAME.match(value):
-                problems.append(Problem(f"{path}.{where}", _bad_name("a collection name")))
-            else:
-                step.collection = value
-        elif what == "expr":
-            compiled = expression(value, where)
-            if compiled is not None:
-                step.exprs[key] = compiled
-        elif what == "field":
-            if not isinstance(value, str) or not FIELD_PATH.match(value) or value == "id":
-                problems.append(
-                    Problem(f"{path}.{where}", "must be a field name such as 'amount' or 'totals.spent' (not 'id')")
-                )
-            elif op == "increment" and "." in value:
-                problems.append(Problem(f"{path}.{where}", "increment works on a top-level field, such as 'spent'"))
-            else:
-                step.field_path = tuple(value.split("."))
-        elif what == "where":
-            step.where = _parse_where(value, f"{path}.{where}", where, expression, problems)
-        elif what == "order_by":
-            step.order_by = _parse_order_by(value, f"{path}.{where}", problems)
-    return step if len(problems) == before else None
-
-
-def _parse_where(value: Any, path: str, where: str, expression: Any, problems: list[Problem]) -> list[Condition]:
-    if not isinstance(value, dict):
-        problems.append(Problem(path, 'must be an object: {"field": "cel expr", "other": {"gte": "cel expr"}}'))
-        return []
-    conditions = []
-    for field_name, test in value.items():
-        if not isinstance(field_name, str) or not FIELD_PATH.match(field_name):
-            problems.append(Problem(f"{path}.{field_name}", "must be a field name such as 'category' or 'a.b'"))
-            continue
-        tests = test if isinstance(test, dict) else {"eq": test}
-        for op, source in tests.items():
-            if op not in WHERE_OPS:
-                problems.append(Problem(f"{path}.{field_name}.{op}", f"unknown comparison; use {', '.join(WHERE_OPS)}"))
-                continue
-            compiled = expression(source, f"{where}.{field_name}" + (f".{op}" if isinstance(test, dict) else ""))
-            if compiled is not None:
-                conditions.append(Condition(path=tuple(field_name.split(".")), op=op, expr=compiled))
-    return conditions
-
-
-def _parse_order_by(value: Any, path: str, problems: list[Problem]) -> list[tuple[tuple[str, ...], bool]]:
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list) or not items:
-        problems.append(Problem(path, "must be a field name, '-field' for descending, or a list of them"))
-        return []
-    order = []
-    for item in items:
-        name = item[1:] if isinstance(item, str) and item.startswith("-") else item
-        if not isinstance(name, str) or not FIELD_PATH.match(name):
-            problems.append(Problem(path, f"{item!r} is not a field name (use 'amount' or '-amount')"))
-            continue
-        order.append((tuple(name.split(".")), item.startswith("-")))
-    return order
 
 
 def compile_parts(parts: RouteParts) -> CompiledRoute:
@@ -502,13 +384,4 @@ def compile_parts(parts: RouteParts) -> CompiledRoute:
         input_validator=SchemaValidator(parts.input_schema),
         output_validator=SchemaValidator(parts.output_schema) if parts.output_schema is not None else None,
         input_numbers=number_paths(parts.input_schema),
-        legacy="handler" in parts.body,
     )
-
-
-def _bad_name(what: str) -> str:
-    return f"must be {what}: letters, digits and underscores, not starting with a digit, at most 100 characters"
-
-
-def _type(value: Any) -> str:
-    return type(value).__name__

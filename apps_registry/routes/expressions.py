@@ -8,15 +8,18 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cel
 
 from apps_registry.exceptions import CharmingError, HandlerError
 from apps_registry.routes.limits import Limits
 
-# The context key holding the call's routes.sizes.Meter (never handed to CEL: only `names` are).
-METER = "\0meter"
+if TYPE_CHECKING:
+    from apps_registry.routes.steps import Call
+
+# The range of CEL's int (a signed 64-bit integer): params, records and increments stay inside it.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # Variables every expression may use, besides the names bound by earlier steps.
 CONTEXT_NAMES = ("params", "caller", "app", "now")
@@ -218,22 +221,24 @@ class Expr:
     # The context variables the expression reads: only these are handed to CEL, which converts
     # every variable it is given on each call.
     names: tuple[str, ...] = ()
-    # For the run-time estimate of comprehension work (see routes/sizes.py).
+    # For the run-time estimate of comprehension work (see routes/budget.py).
     comprehensions: int = 0
     plus: int = 0
     literal_items: int = 0
     refs: int = 0
     regex: bool = False  # calls `matches`: always evaluated in a worker process, under the deadline
 
-    def evaluate(self, context: dict[str, Any]) -> Any:
-        meter = context.get(METER)
-        isolate = meter.charge(self) if meter is not None else False
-        inputs = {name: context[name] for name in self.names if name in context}
+    def evaluate(self, call: Call) -> Any:
+        """The expression's value in this call, charged to the call's budget."""
+        budget = call.budget
+        isolate = budget.charge(self)
+        values = call.values
+        inputs = {name: values[name] for name in self.names if name in values}
         try:
-            if isolate and meter is not None:
-                return meter.evaluate_isolated(self, inputs)
+            if isolate:
+                return budget.evaluate_isolated(self, inputs)
             return self.program.execute(inputs)
-        except CharmingError:  # the meter's own limits
+        except CharmingError:  # the budget's own limits
             raise
         except Exception as exc:  # CEL raises KeyError/TypeError/ZeroDivisionError/RuntimeError/...
             raise HandlerError(

@@ -1,63 +1,103 @@
-"""The engine's bounds. Each is a setting (CHARMING_ROUTES_*) with a sane default; exceeding one
-fails with `operation_failed` (at run time) or `invalid_definition` (when an app is saved), and
-names the limit and its value."""
+"""The engine's bounds, each declared once here: its name, default, setting (an environment variable of
+the same name, read in charming/settings.py) and one line saying what it bounds. `.env.example` and
+the Limits table in docs/authoring.md are checked against these declarations by the tests.
+
+Exceeding a bound fails with `operation_failed` (at run time) or `invalid_definition` (when an app is
+saved), and names the limit and its value."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 
 
+def _limit(default: int, setting: str, doc: str) -> Any:
+    return dataclasses.field(default=default, metadata={"setting": setting, "doc": doc})
+
+
 @dataclass(frozen=True)
 class Limits:
-    expression_length: int = 2000
-    comprehension_nesting: int = 2
-    expression_nesting: int = 32
-    steps_per_route: int = 50
-    records_read_per_call: int = 1000
-    records_written_per_call: int = 100
-    record_bytes: int = 64 * 1024
-    records_per_app: int = 100_000
-    routes_per_app: int = 100
-    schema_nesting: int = 64
-    params_bytes: int = 256 * 1024
-    value_items: int = 10_000
-    value_chars: int = 1024 * 1024
-    value_nesting: int = 64
-    cel_work: int = 20_000_000
-    cel_ms: int = 1000
+    expression_length: int = _limit(
+        2000, "CHARMING_ROUTES_MAX_EXPRESSION_LENGTH", "characters in one CEL expression of a route"
+    )
+    comprehension_nesting: int = _limit(
+        2, "CHARMING_ROUTES_MAX_COMPREHENSION_NESTING", "map/filter/all/exists/exists_one nested inside each other"
+    )
+    expression_nesting: int = _limit(
+        32, "CHARMING_ROUTES_MAX_EXPRESSION_NESTING", "bracket nesting depth in one CEL expression"
+    )
+    steps_per_route: int = _limit(50, "CHARMING_ROUTES_MAX_STEPS", "steps in one route")
+    records_read_per_call: int = _limit(
+        1000,
+        "CHARMING_ROUTES_MAX_RECORDS_READ",
+        "records one route call may read (get, find, increment's re-read; count and sum read none)",
+    )
+    records_written_per_call: int = _limit(
+        100,
+        "CHARMING_ROUTES_MAX_RECORDS_WRITTEN",
+        "records one route call may write (insert, update, upsert, delete, increment)",
+    )
+    record_bytes: int = _limit(65536, "CHARMING_ROUTES_MAX_RECORD_BYTES", "bytes of one record's JSON data")
+    records_per_app: int = _limit(
+        100_000, "CHARMING_ROUTES_MAX_RECORDS_PER_APP", "records one app may hold across all its collections"
+    )
+    routes_per_app: int = _limit(100, "CHARMING_ROUTES_MAX_ROUTES", "routes in one app definition")
+    schema_nesting: int = _limit(
+        64, "CHARMING_ROUTES_MAX_SCHEMA_NESTING", "levels of JSON nesting in a route's input or output schema"
+    )
+    params_bytes: int = _limit(
+        262144, "CHARMING_ROUTES_MAX_PARAMS_BYTES", "bytes of the compact JSON of one call's params"
+    )
+    value_items: int = _limit(
+        10_000, "CHARMING_ROUTES_MAX_VALUE_ITEMS", "items in a value a step binds (as) or a route returns"
+    )
+    value_chars: int = _limit(
+        1048576,
+        "CHARMING_ROUTES_MAX_VALUE_CHARS",
+        "characters of text in a value a step binds (as) or a route returns",
+    )
+    value_nesting: int = _limit(
+        64,
+        "CHARMING_ROUTES_MAX_VALUE_NESTING",
+        "levels of list/map nesting in params and in a value a step binds or a route returns",
+    )
+    cel_work: int = _limit(
+        20_000_000,
+        "CHARMING_ROUTES_MAX_CEL_WORK",
+        "estimated CEL work in one route call, about 1 s of CPU at the default (see docs/authoring.md, Limits)",
+    )
+    cel_ms: int = _limit(
+        1000,
+        "CHARMING_ROUTES_MAX_CEL_MS",
+        "milliseconds one route call may spend evaluating CEL in worker processes (comprehensions, large estimates)",
+    )
 
 
-# Setting name -> Limits field.
-_SETTINGS = {
-    "CHARMING_ROUTES_MAX_EXPRESSION_LENGTH": "expression_length",
-    "CHARMING_ROUTES_MAX_COMPREHENSION_NESTING": "comprehension_nesting",
-    "CHARMING_ROUTES_MAX_EXPRESSION_NESTING": "expression_nesting",
-    "CHARMING_ROUTES_MAX_STEPS": "steps_per_route",
-    "CHARMING_ROUTES_MAX_RECORDS_READ": "records_read_per_call",
-    "CHARMING_ROUTES_MAX_RECORDS_WRITTEN": "records_written_per_call",
-    "CHARMING_ROUTES_MAX_RECORD_BYTES": "record_bytes",
-    "CHARMING_ROUTES_MAX_RECORDS_PER_APP": "records_per_app",
-    "CHARMING_ROUTES_MAX_ROUTES": "routes_per_app",
-    "CHARMING_ROUTES_MAX_SCHEMA_NESTING": "schema_nesting",
-    "CHARMING_ROUTES_MAX_PARAMS_BYTES": "params_bytes",
-    "CHARMING_ROUTES_MAX_VALUE_ITEMS": "value_items",
-    "CHARMING_ROUTES_MAX_VALUE_CHARS": "value_chars",
-    "CHARMING_ROUTES_MAX_VALUE_NESTING": "value_nesting",
-    "CHARMING_ROUTES_MAX_CEL_WORK": "cel_work",
-    "CHARMING_ROUTES_MAX_CEL_MS": "cel_ms",
-}
+@dataclass(frozen=True)
+class LimitSetting:
+    field: str  # the Limits field
+    setting: str  # the Django setting, read from the environment variable of the same name
+    default: int
+    doc: str  # what it bounds, in one line
+
+
+def _declared(f: dataclasses.Field[Any]) -> LimitSetting:
+    assert isinstance(f.default, int)
+    return LimitSetting(field=f.name, setting=f.metadata["setting"], default=f.default, doc=f.metadata["doc"])
+
+
+LIMIT_SETTINGS: tuple[LimitSetting, ...] = tuple(_declared(f) for f in dataclasses.fields(Limits))
+_SETTING_OF = {limit.field: limit.setting for limit in LIMIT_SETTINGS}
 
 
 def current_limits() -> Limits:
     """The limits in force now (read from settings on each call, so tests and deployments can change them)."""
-    defaults = Limits()
-    values = {field: getattr(settings, name, getattr(defaults, field)) for name, field in _SETTINGS.items()}
-    return Limits(**values)
+    return Limits(**{limit.field: getattr(settings, limit.setting, limit.default) for limit in LIMIT_SETTINGS})
 
 
 def limit_details(limit: str, value: int, **extra: object) -> dict[str, object]:
     """The `details` of an error caused by a limit: which one, its value, and what was observed."""
-    setting = next(name for name, field in _SETTINGS.items() if field == limit)
-    return {"limit": limit, "max": value, "setting": setting, **extra}
+    return {"limit": limit, "max": value, "setting": _SETTING_OF[limit], **extra}

@@ -1,5 +1,6 @@
-"""Running a compiled route: input validation, the steps (a mutation in one transaction), output
-validation. Every failure is one of apps_registry.exceptions; a failed mutation writes nothing."""
+"""Running a compiled route against a store: input validation, the steps (each kind runs itself, see
+routes/steps.py; a mutation inside the store's transaction), output validation. Every failure is one
+of apps_registry.exceptions; a failed mutation writes nothing."""
 
 from __future__ import annotations
 
@@ -9,18 +10,17 @@ import threading
 import time
 from typing import Any
 
-from django.db import DataError, transaction
+from django.db import DataError
 from django.utils import timezone
 
-from apps_registry.exceptions import HandlerError, InvalidInput, InvalidOutput, OperationFailed
-from apps_registry.routes.compiler import CompiledRoute, Step
-from apps_registry.routes.expressions import METER, to_json
+from apps_registry.exceptions import InvalidInput, InvalidOutput, OperationFailed
+from apps_registry.routes.budget import CallBudget, Size
+from apps_registry.routes.compiler import CompiledRoute
+from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
 from apps_registry.routes.limits import Limits, limit_details
 from apps_registry.routes.schemas import coerce_numbers
-from apps_registry.routes.sizes import Meter, Size
-from apps_registry.routes.storage import RecordStore
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+from apps_registry.routes.steps import Call
+from apps_registry.routes.store import MeteredStore, Store
 
 
 def run_route(
@@ -29,10 +29,11 @@ def run_route(
     params: Any,
     caller: dict[str, Any],
     app_id: str,
-    storage_id: Any,
+    store: Store,
     limits: Limits,
 ) -> Any:
-    """Validate `params`, run the steps and validate the result; returns the route's JSON value."""
+    """Validate `params`, run the steps against `store` (a mutation inside `store.atomic()`) and validate
+    the result; returns the route's JSON value."""
     if not isinstance(params, dict):
         raise InvalidInput(
             f"params of route '{route.name}' must be a JSON object, got {type(params).__name__}.",
@@ -45,19 +46,17 @@ def run_route(
         raise InvalidInput(
             f"params do not match the input schema of route '{route.name}': {_summary(errors)}", errors=errors
         )
-    meter = Meter(limits=limits, route=route.name, sizes={"params": params_size})
-    context = {"params": params, "caller": caller, "app": {"id": app_id}, "now": timezone.now(), METER: meter}
-    store = RecordStore(
-        storage_id=storage_id,
-        max_read=limits.records_read_per_call,
-        max_written=limits.records_written_per_call,
-        max_bytes=limits.record_bytes,
+    call = Call(
+        route=route.name,
+        values={"params": params, "caller": caller, "app": {"id": app_id}, "now": timezone.now()},
+        budget=CallBudget(limits=limits, route=route.name, sizes={"params": params_size}),
+        store=MeteredStore(store, max_read=limits.records_read_per_call, max_written=limits.records_written_per_call),
     )
     try:
         if route.kind == "query":
-            return _finish(route, _run_steps(route, context, store))
-        with transaction.atomic():
-            return _mutate(route, context, store, limits)
+            return _finish(route, _run_steps(route, call))
+        with store.atomic():
+            return _mutate(route, call, limits)
     except DataError as exc:
         # A value the database refuses (e.g. a number too large for it); the transaction is rolled back.
         reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
@@ -128,10 +127,10 @@ def _check_params(route: CompiledRoute, params: dict[str, Any], limits: Limits) 
     return Size(items=items, chars=chars, longest=longest)
 
 
-def _mutate(route: CompiledRoute, context: dict[str, Any], store: RecordStore, limits: Limits) -> Any:
+def _mutate(route: CompiledRoute, call: Call, limits: Limits) -> Any:
     """The steps of a mutation; the caller holds the transaction."""
-    value = _run_steps(route, context, store)
-    if store.created and _over_app_limit(store, limits.records_per_app):
+    value = _run_steps(route, call)
+    if call.store.created and _over_app_limit(call.store, limits.records_per_app):
         raise OperationFailed(
             f"This app would hold more than {limits.records_per_app} records; delete some before adding more.",
             details=limit_details("records_per_app", limits.records_per_app),
@@ -145,23 +144,22 @@ def _mutate(route: CompiledRoute, context: dict[str, Any], store: RecordStore, l
 # inserts and recounted exactly at least every RECOUNT_SECONDS; from half the limit on, every call
 # that inserts counts exactly. Estimates only err high (deletes are not subtracted).
 RECOUNT_SECONDS = 60.0
-# A fail step's message is for people (and agents): longer ones are clipped; details carry data.
-FAIL_MESSAGE_CHARS = 2000
 _known_counts: dict[Any, tuple[int, float]] = {}
 _known_counts_lock = threading.Lock()
 
 
-def _over_app_limit(store: RecordStore, limit: int) -> bool:
+def _over_app_limit(metered: MeteredStore, limit: int) -> bool:
+    store = metered.store
     now = time.monotonic()
     with _known_counts_lock:
         known = _known_counts.get(store.storage_id)
         if known is not None:
             count, counted_at = known
-            estimate = count + store.created
+            estimate = count + metered.created
             if estimate < limit // 2 and now - counted_at < RECOUNT_SECONDS:
                 _known_counts[store.storage_id] = (estimate, counted_at)
                 return False
-    count = store.app_record_count()
+    count = store.record_count()
     with _known_counts_lock:
         _known_counts[store.storage_id] = (count, now)
     return count > limit
@@ -184,227 +182,14 @@ def _summary(errors: list[dict[str, str]]) -> str:
     return shown + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
 
 
-def _run_steps(route: CompiledRoute, context: dict[str, Any], store: RecordStore) -> Any:
+def _run_steps(route: CompiledRoute, call: Call) -> Any:
+    budget, values = call.budget, call.values
     for step in route.steps:
-        op = step.op
-        if op == "return":
-            value = _json(route, step, "return", step.exprs["value"].evaluate(context))
-            context[METER].bind("return", value, step.label)
-            return value
-        if op == "fail":
-            _fail(route, step, context)
-            continue
-        result = _STEPS[op](route, step, context, store)
+        result = step.kind.run(step, call)
+        if step.kind.ends:
+            budget.bind("return", result, step.label)
+            return result
         if step.as_name:
-            context[METER].bind(step.as_name, result, step.label)
-            context[step.as_name] = result
+            budget.bind(step.as_name, result, step.label)
+            values[step.as_name] = result
     return None
-
-
-def _fail(route: CompiledRoute, step: Step, context: dict[str, Any]) -> None:
-    when = step.exprs.get("when")
-    if when is not None:
-        condition = when.evaluate(context)
-        if not isinstance(condition, bool):
-            raise _wrong(route, step, "fail.when", "a bool", condition)
-        if not condition:
-            return
-    meter = context[METER]
-    message = step.exprs["message"].evaluate(context)
-    meter.check(message, f"steps[{step.index}].fail.message")
-    message = _json(route, step, "fail.message", message)
-    details_expr = step.exprs.get("details")
-    details = None
-    if details_expr is not None:
-        details = details_expr.evaluate(context)
-        meter.check(details, f"steps[{step.index}].fail.details")
-        details = _json(route, step, "fail.details", details)
-    if details is not None and not isinstance(details, dict):
-        raise _wrong(route, step, "fail.details", "a map", details)
-    text = message if isinstance(message, str) else str(message)
-    if len(text) > FAIL_MESSAGE_CHARS:
-        text = text[: FAIL_MESSAGE_CHARS - 1] + "…"
-    raise HandlerError(text, details=details)
-
-
-def _wrong(route: CompiledRoute, step: Step, where: str, expected: str, got: Any) -> HandlerError:
-    return HandlerError(
-        f"Route '{route.name}' failed at steps[{step.index}].{where}: the expression must evaluate to "
-        f"{expected}, got {_cel_type(got)}",
-        details={"route": route.name, "step": f"steps[{step.index}].{where}"},
-    )
-
-
-def _cel_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if value is None:
-        return "null"
-    return {int: "int", float: "double", str: "string", dict: "map", list: "list"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _record_id(route: CompiledRoute, step: Step, context: dict[str, Any], key: str = "id") -> str:
-    value = step.exprs[key].evaluate(context)
-    if isinstance(value, str) and value and len(value) <= 200:
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    raise _wrong(route, step, f"{step.op}.{key}", "a non-empty string (at most 200 characters) or an int", value)
-
-
-def _record_value(route: CompiledRoute, step: Step, context: dict[str, Any]) -> dict[str, Any]:
-    value = _json(route, step, f"{step.op}.value", step.exprs["value"].evaluate(context))
-    if not isinstance(value, dict):
-        raise _wrong(route, step, f"{step.op}.value", "a map", value)
-    return value
-
-
-def _where(route: CompiledRoute, step: Step, context: dict[str, Any]) -> list[tuple[tuple[str, ...], str, Any]]:
-    where = []
-    for condition in step.where:
-        at = condition.expr.where.split(".", 1)[1]
-        value = _json(route, step, at, condition.expr.evaluate(context))
-        values = value if condition.op == "in" else [value]
-        if condition.op == "in" and not isinstance(value, list):
-            raise _wrong(route, step, at, "a list", value)
-        if condition.path == ("id",):
-            if any(not _is_id(v) for v in values):
-                expected = "a list of strings or ints (record ids)" if condition.op == "in" else "a string or an int"
-                raise _wrong(route, step, at, expected, value if condition.op != "in" else _first_bad(values, _is_id))
-            value = [str(v) for v in value] if condition.op == "in" else str(value)
-        elif condition.op in ("gt", "gte", "lt", "lte"):
-            if not _is_orderable(value):
-                raise _wrong(route, step, at, f"a number or a string to compare with {condition.op}", value)
-        elif any(not _is_scalar(v) for v in values):
-            expected = "a list of strings, numbers or bools" if condition.op == "in" else "a string, number, bool, null"
-            raise _wrong(route, step, at, expected, value if condition.op != "in" else _first_bad(values, _is_scalar))
-        where.append((condition.path, condition.op, value))
-    return where
-
-
-def _is_id(value: Any) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _is_orderable(value: Any) -> bool:
-    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
-
-
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, (str, int, float, bool))
-
-
-def _first_bad(values: list[Any], ok: Any) -> Any:
-    return next(v for v in values if not ok(v))
-
-
-def _json(route: CompiledRoute, step: Step, where: str, value: Any) -> Any:
-    """`to_json`, with a value JSON cannot hold reported at the route and step that made it."""
-    try:
-        return to_json(value)
-    except HandlerError as exc:
-        raise HandlerError(
-            f"Route '{route.name}' failed at steps[{step.index}].{where}: {exc.message}",
-            details={"route": route.name, "step": f"steps[{step.index}].{where}"},
-        ) from None
-
-
-def _get(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
-    assert step.collection is not None
-    record = store.get(step.collection, _record_id(route, step, context))
-    if record is not None:
-        return record
-    default = step.exprs.get("default")
-    if default is not None:
-        return _json(route, step, "get.default", default.evaluate(context))
-    record_id = _record_id(route, step, context)
-    raise OperationFailed(
-        f"Route '{route.name}' {step.label}: no record with id '{record_id}' in collection '{step.collection}'.",
-        details={"collection": step.collection, "id": record_id},
-    )
-
-
-def _find(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
-    assert step.collection is not None
-    limit = None
-    if "limit" in step.exprs:
-        value = step.exprs["limit"].evaluate(context)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise _wrong(route, step, "find.limit", "a non-negative int", value)
-        limit = value
-    return store.find(step.collection, _where(route, step, context), step.order_by, limit)
-
-
-def _count(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
-    assert step.collection is not None
-    return store.count(step.collection, _where(route, step, context))
-
-
-def _sum(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
-    assert step.collection is not None and step.field_path is not None
-    return store.sum(step.collection, step.field_path, _where(route, step, context))
-
-
-def _let(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
-    return step.exprs["value"].evaluate(context)
-
-
-def _insert(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
-    assert step.collection is not None
-    data = _record_value(route, step, context)
-    record_id = data.pop("id", None)
-    if "id" in step.exprs:
-        record_id = _record_id(route, step, context)
-    elif record_id is not None and not isinstance(record_id, str):
-        record_id = str(record_id) if isinstance(record_id, int) and not isinstance(record_id, bool) else None
-        if record_id is None:
-            raise _wrong(route, step, "insert.value.id", "a string or an int", data.get("id"))
-    return store.insert(step.collection, record_id, data)
-
-
-def _update(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
-    assert step.collection is not None
-    record_id = _record_id(route, step, context)
-    data = _record_value(route, step, context)
-    data.pop("id", None)  # a record's id never changes
-    return store.update(step.collection, record_id, data)
-
-
-def _upsert(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
-    assert step.collection is not None
-    record_id = _record_id(route, step, context)
-    data = _record_value(route, step, context)
-    data.pop("id", None)
-    return store.upsert(step.collection, record_id, data)
-
-
-def _delete(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
-    assert step.collection is not None
-    return store.delete(step.collection, _record_id(route, step, context))
-
-
-def _increment(route: CompiledRoute, step: Step, context: dict[str, Any], store: RecordStore) -> Any:
-    assert step.collection is not None and step.field_path is not None
-    record_id = _record_id(route, step, context)
-    by: Any = 1
-    if "by" in step.exprs:
-        by = step.exprs["by"].evaluate(context)
-        if not isinstance(by, (int, float)) or isinstance(by, bool) or not math.isfinite(by):
-            raise _wrong(route, step, "increment.by", "a finite int or double", by)
-    return store.increment(step.collection, record_id, step.field_path[0], by, reread=step.as_name is not None)
-
-
-_STEPS = {
-    "get": _get,
-    "find": _find,
-    "count": _count,
-    "sum": _sum,
-    "let": _let,
-    "insert": _insert,
-    "update": _update,
-    "upsert": _upsert,
-    "delete": _delete,
-    "increment": _increment,
-}

@@ -1,4 +1,4 @@
-"""The engine's storage interface: an app's records, queried and written by the database itself.
+"""The engine's SQL store: an app's records, queried and written by the database itself.
 
 Filters, ordering, limits and aggregates run as SQL on the JSON data (jsonb on PostgreSQL, JSON1
 on SQLite); `increment` is one UPDATE computed in SQL, never a read-modify-write in Python.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any
 
@@ -20,7 +21,8 @@ from django.utils import timezone
 
 from apps_registry.exceptions import OperationFailed
 from apps_registry.models import Record
-from apps_registry.routes.limits import limit_details
+from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
+from apps_registry.routes.store import document, encoded_record, missing
 
 _LOOKUPS = {"eq": "exact", "ne": "exact", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte", "in": "in"}
 
@@ -37,49 +39,16 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
-def _document(record_id: str, data: dict[str, Any]) -> dict[str, Any]:
-    return {**data, "id": record_id}
+class SqlStore:
+    """The records of one storage in the database (the engine's `Store`), with hand-written SQL where
+    the ORM cost more than the rest of a step."""
 
-
-class RecordStore:
-    """Records of one storage, with the per-call read/write accounting the limits need."""
-
-    def __init__(self, *, storage_id: Any, max_read: int, max_written: int, max_bytes: int) -> None:
+    def __init__(self, *, storage_id: Any, max_bytes: int) -> None:
         self.storage_id = storage_id
-        self.max_read = max_read
-        self.max_written = max_written
         self.max_bytes = max_bytes
-        self.read = 0
-        self.written = 0
-        self.created = 0
 
-    # --- accounting -------------------------------------------------------------------------
-    def _count_read(self, n: int) -> None:
-        self.read += n
-        if self.read > self.max_read:
-            raise OperationFailed(
-                f"This call read more than {self.max_read} records; "
-                "add a tighter 'where' or a 'limit' to its find steps.",
-                details=_limit("records_read_per_call", self.max_read),
-            )
-
-    def _count_write(self) -> None:
-        self.written += 1
-        if self.written > self.max_written:
-            raise OperationFailed(
-                f"This call wrote more than {self.max_written} records; split the work into several calls.",
-                details=_limit("records_written_per_call", self.max_written),
-            )
-
-    def _check_size(self, collection: str, record_id: str, data: dict[str, Any]) -> str:
-        encoded = json.dumps(data, separators=(",", ":"))
-        if len(encoded.encode()) > self.max_bytes:
-            raise OperationFailed(
-                f"Record {collection}/{record_id} would be {len(encoded.encode())} bytes; "
-                f"the limit is {self.max_bytes}.",
-                details=_limit("record_bytes", self.max_bytes, collection=collection, id=record_id),
-            )
-        return encoded
+    def atomic(self) -> AbstractContextManager[Any]:
+        return transaction.atomic()
 
     def _records(self, collection: str) -> QuerySet[Record]:
         return Record.objects.filter(storage_id=self.storage_id, collection=collection)
@@ -100,8 +69,7 @@ class RecordStore:
             row = cursor.fetchone()
         if row is None:
             return None
-        self._count_read(1)
-        return _document(record_id, _json(row[0]))
+        return document(record_id, _json(row[0]))
 
     def _filtered(self, collection: str, where: list[tuple[tuple[str, ...], str, Any]]) -> QuerySet[Record]:
         qs = self._records(collection)
@@ -129,10 +97,9 @@ class RecordStore:
             target: Any = F("record_id") if path == ("id",) else _key(path)
             ordering.append(target.desc() if descending else target.asc())
         qs = qs.order_by(*ordering, "created_at", "id")
-        budget = self.max_read - self.read + 1
-        rows = list(qs.values_list("record_id", "data")[: budget if limit is None else min(limit, budget)])
-        self._count_read(len(rows))
-        return [_document(record_id, data) for record_id, data in rows]
+        if limit is not None:
+            qs = qs[:limit]
+        return [document(record_id, data) for record_id, data in qs.values_list("record_id", "data")]
 
     def count(self, collection: str, where: list[tuple[tuple[str, ...], str, Any]]) -> int:
         return self._filtered(collection, where).count()
@@ -153,9 +120,8 @@ class RecordStore:
 
     # --- writes -----------------------------------------------------------------------------
     def insert(self, collection: str, record_id: str | None, data: dict[str, Any]) -> dict[str, Any]:
-        self._count_write()
         record_id = record_id if record_id is not None else str(uuid.uuid4())
-        encoded = self._check_size(collection, record_id, data)
+        encoded = encoded_record(collection, record_id, data, self.max_bytes)
         opts = Record._meta
         now = opts.get_field("created_at").get_db_prep_value(timezone.now(), connection)
         sql = (
@@ -173,32 +139,28 @@ class RecordStore:
                 f"A record {collection}/{record_id} already exists; use update or upsert to change it.",
                 details={"collection": collection, "id": record_id},
             ) from None
-        self.created += 1
-        return _document(record_id, data)
+        return document(record_id, data)
 
     def _locked(self, collection: str, record_id: str) -> Record | None:
         return self._records(collection).select_for_update().filter(record_id=record_id).first()
 
     def update(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
-        self._count_write()
         record = self._locked(collection, record_id)
         if record is None:
-            raise _missing(collection, record_id, "update")
+            raise missing(collection, record_id, "update")
         return self._merge(record, changes)
 
     def _merge(self, record: Record, changes: dict[str, Any]) -> dict[str, Any]:
         data = {**record.data, **changes}
-        self._check_size(record.collection, record.record_id, data)
+        encoded_record(record.collection, record.record_id, data, self.max_bytes)
         Record.objects.filter(pk=record.pk).update(data=data, version=F("version") + 1, updated_at=timezone.now())
-        return _document(record.record_id, data)
+        return document(record.record_id, data)
 
-    def upsert(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+    def upsert(self, collection: str, record_id: str, changes: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         record = self._locked(collection, record_id)
         if record is not None:
-            self._count_write()
-            return self._merge(record, changes)
-        self._count_write()
-        self._check_size(collection, record_id, changes)
+            return self._merge(record, changes), False
+        encoded_record(collection, record_id, changes, self.max_bytes)
         try:
             with transaction.atomic():  # a savepoint: a concurrent insert of the same id turns this into a merge
                 Record.objects.create(
@@ -208,24 +170,23 @@ class RecordStore:
             record = self._locked(collection, record_id)
             if record is None:
                 raise
-            return self._merge(record, changes)
-        self.created += 1
-        return _document(record_id, changes)
+            return self._merge(record, changes), False
+        return document(record_id, changes), True
 
     def delete(self, collection: str, record_id: str) -> dict[str, Any]:
-        self._count_write()
         record = self._locked(collection, record_id)
         if record is None:
-            raise _missing(collection, record_id, "delete")
+            raise missing(collection, record_id, "delete")
         Record.objects.filter(pk=record.pk).delete()
-        return _document(record_id, record.data)
+        return document(record_id, record.data)
 
-    def increment(self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool) -> Any:
+    def increment(
+        self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool
+    ) -> dict[str, Any] | None:
         """Add `by` to a top-level number field (absent or null counts as 0) in one UPDATE ... RETURNING
         (PostgreSQL; SQLite >= 3.35, which every supported Python bundles), returning the new record
         when `reread`. A result outside the 64-bit integer range (for an int) or not a finite double
         fails the call, which rolls the UPDATE back: CEL and JSON readers could not load it."""
-        self._count_write()
         if not connection.features.can_return_columns_from_insert:
             raise OperationFailed("increment needs PostgreSQL or SQLite 3.35 or later (UPDATE ... RETURNING).")
         try:
@@ -234,7 +195,7 @@ class RecordStore:
             row = (None, math.inf)
         if row is None:
             if not self._records(collection).filter(record_id=record_id).exists():
-                raise _missing(collection, record_id, "increment")
+                raise missing(collection, record_id, "increment")
             raise OperationFailed(
                 f"Cannot increment {collection}/{record_id}.{key}: it holds a value that is not a number.",
                 details={"collection": collection, "id": record_id, "field": key},
@@ -248,8 +209,7 @@ class RecordStore:
             )
         if not reread:
             return None
-        self._count_read(1)
-        return _document(record_id, data if isinstance(data, dict) else {})
+        return document(record_id, data if isinstance(data, dict) else {})
 
     def _increment_returning(
         self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool
@@ -292,11 +252,8 @@ class RecordStore:
             return None
         return (_json(row[0]) if reread else None), row[1]
 
-    def app_record_count(self) -> int:
+    def record_count(self) -> int:
         return Record.objects.filter(storage_id=self.storage_id).count()
-
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _out_of_range(total: Any, by: int | float) -> bool:
@@ -318,16 +275,5 @@ def _out_of_range(total: Any, by: int | float) -> bool:
         return not INT64_MIN <= total <= INT64_MAX
     if isinstance(total, float):
         # SQLite turns an overflowing integer sum into a double: refuse that too.
-        return not math.isfinite(total) or (isinstance(by, int) and abs(total) >= 2**63)
+        return not math.isfinite(total) or (isinstance(by, int) and abs(total) > INT64_MAX)
     return False
-
-
-def _missing(collection: str, record_id: str, action: str) -> OperationFailed:
-    return OperationFailed(
-        f"Cannot {action} {collection}/{record_id}: no record with id '{record_id}' in collection '{collection}'.",
-        details={"collection": collection, "id": record_id},
-    )
-
-
-def _limit(name: str, value: int, **extra: Any) -> dict[str, Any]:
-    return limit_details(name, value, **extra)

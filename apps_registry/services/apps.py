@@ -51,6 +51,11 @@ def app_delete_check(*, actor: Any, app_id: uuid.UUID | str) -> App:
     return app
 
 
+def retention_days() -> int:
+    """How many days storage detached by app_delete is kept (CHARMING_STORAGE_RETENTION_DAYS)."""
+    return int(settings.CHARMING_STORAGE_RETENTION_DAYS)
+
+
 @transaction.atomic
 def app_delete(*, actor: Any, app_id: uuid.UUID | str, purge_storage: bool, confirmed_via: str) -> DeletionResult:
     """Delete an app the actor owns. Its storage is purged, or detached and retained.
@@ -71,7 +76,7 @@ def app_delete(*, actor: Any, app_id: uuid.UUID | str, purge_storage: bool, conf
             storage.app = None
             storage.detached_at = timezone.now()
             storage.save(update_fields=["app", "detached_at"])
-            retained_until = storage.detached_at + timedelta(days=settings.CHARMING_STORAGE_RETENTION_DAYS)
+            retained_until = storage.detached_at + timedelta(days=retention_days())
     app_uuid, app_name = app.id, app.name
     app.delete()
     audit_record(

@@ -32,6 +32,8 @@ class DemoCredentials:
     staff_username: str
     staff_password: str
     budget_app_id: str = ""
+    # The demo user's password for the site's log-in page (/accounts/login/).
+    password: str = ""
 
 
 def _secrets_file() -> Path:
@@ -40,7 +42,7 @@ def _secrets_file() -> Path:
 
 @transaction.atomic
 def demo_setup() -> DemoCredentials:
-    """Create (or reuse) the demo user, its token and a staff login; idempotent.
+    """Create (or reuse) the demo user with its password and token, and a staff login; idempotent.
 
     The plaintexts are kept in var/demo-credentials.txt (local only, git-ignored) so a second
     run can print working credentials; if the file is gone or stale, fresh ones are issued.
@@ -54,12 +56,9 @@ def demo_setup() -> DemoCredentials:
         or not ApiToken.objects.filter(secret_hash=token_hash(token), user=demo, revoked_at__isnull=True).exists()
     ):
         token = token_create(user=demo, name=DEMO_TOKEN_NAME).plaintext
-    password = saved.get("staff_password", "")
-    if created or not password or not staff.check_password(password):
-        password = secrets.token_urlsafe(12)
-        staff.set_password(password)
-        staff.save(update_fields=["password"])
-    _secrets_file().write_text(f"token={token}\nstaff_password={password}\n")
+    password = _password(staff, saved.get("staff_password", ""), fresh=created)
+    demo_password = _password(demo, saved.get("demo_password", ""))
+    _secrets_file().write_text(f"token={token}\nstaff_password={password}\ndemo_password={demo_password}\n")
     _secrets_file().chmod(0o600)
     budget = _demo_budget_app(demo)
     return DemoCredentials(
@@ -68,7 +67,17 @@ def demo_setup() -> DemoCredentials:
         staff_username=STAFF_USERNAME,
         staff_password=password,
         budget_app_id=str(budget.id),
+        password=demo_password,
     )
+
+
+def _password(user: Any, saved: str, *, fresh: bool = False) -> str:
+    """The saved password if it still works, else a new random one set on the account."""
+    if fresh or not saved or not user.check_password(saved):
+        saved = secrets.token_urlsafe(12)
+        user.set_password(saved)
+        user.save(update_fields=["password"])
+    return saved
 
 
 def _demo_account(username: str, **defaults: Any) -> tuple[Any, bool]:

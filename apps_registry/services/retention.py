@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from apps_registry.exceptions import Forbidden, InvalidInput, NotFound, OperationFailed
 from apps_registry.models import App, Record, Storage
-from apps_registry.services.apps import audit_record
+from apps_registry.services.apps import audit_record, retention_days
 
 DEFAULT_BATCH_SIZE = 1000
 # Called after each committed batch with (records deleted so far in this run, records present at the start).
@@ -60,10 +59,6 @@ class AppPurgeResult:
     owner: str
     records_purged: int
     storage_id: uuid.UUID | None
-
-
-def retention_days() -> int:
-    return int(settings.CHARMING_STORAGE_RETENTION_DAYS)
 
 
 def retention_cutoff(*, days: int | None = None, now: datetime | None = None) -> datetime:
@@ -138,7 +133,7 @@ def storage_restore(
     if app.owner_id != storage.owner_id:
         raise OperationFailed(
             f"App '{app.name}' ({app.id}) is owned by {app.owner.get_username()}, but storage {storage.id} belonged "
-            f"to an app of {storage.owner.get_username()}; retained storage can only be restored to an app of the "
+            f"to an app of {storage.owner_name}; retained storage can only be restored to an app of the "
             "same owner."
         )
     from_app_id, from_app_name, detached_at = storage.app_uuid, storage.app_name, storage.detached_at
@@ -224,7 +219,7 @@ def app_purge(
         app = App.objects.select_for_update().select_related("owner").filter(pk=_uuid(app_id, "app")).first()
         if app is None:
             raise NotFound(f"No app with id {app_id} exists.")
-        storage = Storage.objects.select_for_update().select_related("owner").filter(app=app).first()
+        storage = Storage.objects.select_for_update(of=("self",)).select_related("owner").filter(app=app).first()
         record_count = storage.records.count() if storage is not None else 0
         if storage is not None:
             storage.app, storage.detached_at = None, timezone.now()
@@ -296,7 +291,7 @@ def _purge_detached(
             details={
                 "storage_id": str(storage.id),
                 "app_name": storage.app_name,
-                "owner": storage.owner.get_username(),
+                "owner": storage.owner_name,
                 "detached_at": storage.detached_at.isoformat() if storage.detached_at else None,
                 "records_purged": deleted,
                 "confirmed_via": confirmed_via,
@@ -306,7 +301,7 @@ def _purge_detached(
         storage_id=storage.id,
         app_uuid=storage.app_uuid,
         app_name=storage.app_name,
-        owner=storage.owner.get_username(),
+        owner=storage.owner_name,
         records_purged=deleted,
     )
 

@@ -11,9 +11,10 @@ from django.db import connection
 from apps_registry.access import Need, app_for, role_check
 from apps_registry.exceptions import OperationFailed, RouteKindMismatch, RouteNotFound, RouteRemoved
 from apps_registry.models import App, Membership, Route, Storage
-from apps_registry.routes.cache import compiled_route
+from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import run_route
+from apps_registry.routes.storage import SqlStore
 
 # What running a route of each kind needs (apps_registry.access decides which roles have it).
 NEED_FOR_KIND: dict[str, Need] = {"query": "query", "mutation": "mutate"}
@@ -47,18 +48,16 @@ def route_run(
         raise RouteKindMismatch(op=op, route_kind=found.kind, called_kind=kind)
     route_id = found.route_id
     limits = current_limits()
-    compiled = compiled_route(
-        route_id=route_id,
-        version=found.version,
-        limits=limits,
-        load=lambda: _route_or_unknown(route_id, op),
-    )
+    compiled = cached_route(route_id=route_id, version=found.version, limits=limits)
+    if compiled is None:  # this route version's first call in this process
+        compiled = compile_route(_route_or_unknown(route_id, op), limits)
+        compiled = cache_route(route_id=route_id, version=found.version, limits=limits, compiled=compiled)
     value = run_route(
         compiled,
         params={} if params is None else params,
         caller={"id": str(actor.pk), "role": role},
         app_id=str(app.id),
-        storage_id=found.storage_id,
+        store=SqlStore(storage_id=found.storage_id, max_bytes=limits.record_bytes),
         limits=limits,
     )
     return RouteResult(value=value, app=app)

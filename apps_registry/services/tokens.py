@@ -11,7 +11,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from apps_registry.exceptions import AuthenticationFailed, InvalidInput
+from apps_registry.exceptions import AuthenticationFailed, InvalidInput, NotFound
 from apps_registry.models import ApiToken
 
 TOKEN_PREFIX = "chm_"
@@ -76,3 +76,11 @@ def token_revoke(*, token: ApiToken) -> ApiToken:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
     return token
+
+
+def token_revoke_own(*, actor: Any, token_id: int | str) -> ApiToken:
+    """Revoke one of the actor's own tokens; another user's token is reported exactly like a missing one."""
+    token = ApiToken.objects.filter(pk=token_id, user=actor).first() if str(token_id).isdigit() else None
+    if token is None:
+        raise NotFound(f"No token with id {token_id} exists.")
+    return token_revoke(token=token)

@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-from django.conf import settings
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from apps_registry.exceptions import AccessDenied, ConfirmationRequired
 from apps_registry.services.advisories import advisories_deliver
-from apps_registry.services.apps import DeletionResult, app_delete, app_delete_check
-from mcp_tools.confirmation import confirmation_state_new, confirmation_state_redeem
+from apps_registry.services.apps import DeletionResult, app_delete, app_delete_check, retention_days
+from mcp_tools.confirmation import confirmation_state_new, confirmation_state_redeem, confirmation_ttl_seconds
 from mcp_tools.results import advisories_as_contract, plain_error, plain_ok
 from mcp_tools.tools import ToolCall, ToolResult, db
 
@@ -61,10 +60,7 @@ def _prompt(target: Target, purge_storage: bool) -> str:
     if purge_storage:
         fate = "Its stored data will be deleted too."
     else:
-        fate = (
-            f"Its stored data will be kept for {settings.CHARMING_STORAGE_RETENTION_DAYS} days "
-            "(restorable by staff), then purged."
-        )
+        fate = f"Its stored data will be kept for {retention_days()} days (restorable by staff), then purged."
     return f"Delete the Charming app '{target.name}' permanently? {fate} This cannot be undone."
 
 
@@ -75,7 +71,7 @@ def _deleted_text(result: DeletionResult) -> str:
     until = f"{result.retained_until:%Y-%m-%d}" if result.retained_until else "the end of the retention window"
     return text + (
         f" Its stored data was detached and is retained until {until} "
-        f"({settings.CHARMING_STORAGE_RETENTION_DAYS} days), then purged; staff can restore it before then."
+        f"({retention_days()} days), then purged; staff can restore it before then."
     )
 
 
@@ -153,7 +149,7 @@ async def handle(call: ToolCall) -> ToolResult:
             return _refused("The answer to the confirmation prompt is not an elicitation result; nothing was deleted.")
         elicited = answer
     else:
-        timeout = settings.CHARMING_MCP_CONFIRM_TTL_SECONDS
+        timeout = confirmation_ttl_seconds()
         try:
             elicited = await asyncio.wait_for(
                 call.ctx.session.elicit_form(

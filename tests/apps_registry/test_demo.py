@@ -38,6 +38,18 @@ def test_demo_setup_prints_working_credentials_and_is_idempotent(capsys):
     assert get_user_model().objects.get(username=staff_user).check_password(password)
 
 
+def test_demo_setup_prints_a_sign_in_url_and_a_password_that_logs_in_on_the_site(capsys, client):
+    first = run_demo_setup(capsys)
+    second = run_demo_setup(capsys)
+    assert first["Sign in"] == second["Sign in"]
+    url, _, credentials = second["Sign in"].partition(" as ")
+    assert url == "http://127.0.0.1:9999/accounts/login/"
+    username, password = credentials.split(" / ")
+    response = client.post("/accounts/login/", {"username": username, "password": password})
+    assert response.status_code == 302 and response["Location"] == "/"
+    assert "Budget" in client.get("/").content.decode()
+
+
 def test_demo_setup_issues_a_new_token_when_the_saved_one_was_revoked(capsys):
     first = run_demo_setup(capsys)
     ApiToken.objects.update(revoked_at="2026-01-01T00:00:00Z")

@@ -7,9 +7,10 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps_registry.exceptions import NotFound
 from apps_registry.models import ApiToken
-from apps_registry.services.tokens import token_create, token_hash, token_revoke
-from tests.factories import make_app
+from apps_registry.services.tokens import token_create, token_hash, token_revoke, token_revoke_own
+from tests.factories import UserFactory, make_app
 
 pytestmark = pytest.mark.django_db
 
@@ -129,3 +130,22 @@ def test_with_nothing_authenticated_the_api_answers_401_saying_the_token_is_miss
         },
     }
     assert response["WWW-Authenticate"] == 'Bearer realm="charming"'
+
+
+def test_token_revoke_own_revokes_the_actors_token():
+    alice = UserFactory(username="alice")
+    issued = token_create(user=alice, name="laptop")
+    assert token_revoke_own(actor=alice, token_id=issued.token.pk).revoked
+
+
+def test_token_revoke_own_reports_another_users_token_like_a_missing_one():
+    alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
+    issued = token_create(user=alice, name="laptop")
+    with pytest.raises(NotFound) as theirs:
+        token_revoke_own(actor=bob, token_id=issued.token.pk)
+    with pytest.raises(NotFound) as missing:
+        token_revoke_own(actor=bob, token_id=999999)
+    assert theirs.value.message == f"No token with id {issued.token.pk} exists."
+    assert missing.value.message == "No token with id 999999 exists."
+    issued.token.refresh_from_db()
+    assert not issued.token.revoked

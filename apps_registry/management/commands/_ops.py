@@ -121,6 +121,6 @@ def describe_storage(usage: StorageUsage) -> str:
     storage = usage.storage
     detached = f"{storage.detached_at:%Y-%m-%d %H:%M} UTC" if storage.detached_at else "attached"
     return (
-        f"storage {storage.id}  app '{storage.app_name}' ({storage.app_uuid})  owner {storage.owner.get_username()}  "
+        f"storage {storage.id}  app '{storage.app_name}' ({storage.app_uuid})  owner {storage.owner_name}  "
         f"{usage.records} records  {human_size(usage.size)}  detached {detached}"
     )

@@ -12,7 +12,7 @@ from apps_registry.services.demo import demo_setup
 
 
 class Command(BaseCommand):
-    help = "Create or reuse the demo user with an API token, and a staff login; print them. Idempotent."
+    help = "Create or reuse the demo user with a password and an API token, and a staff login; print them. Idempotent."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--base-url", default=settings.CHARMING_PUBLIC_URL, help="Where the server listens.")
@@ -31,6 +31,7 @@ class Command(BaseCommand):
                     f"  MCP endpoint : {base}/mcp",
                     f"  Demo user    : {creds.username}",
                     f"  Demo token   : {creds.token}",
+                    f"  Sign in      : {base}/accounts/login/ as {creds.username} / {creds.password}",
                     f"  Budget app   : {creds.budget_app_id}",
                     f"  Admin        : {base}/admin/",
                     f"  Staff login  : {creds.staff_username} / {creds.staff_password}",

@@ -1,5 +1,6 @@
-"""Run-time size bounds: how big a value bound by a step (or returned) may be, and a per-call budget
-for the work of CEL comprehensions, estimated before each evaluation from the sizes of its inputs.
+"""A call's budget: how big a value bound by a step (or returned) may be, how much CEL work the call
+may do (estimated before each evaluation from the sizes of its inputs), and which expressions go to
+a worker process (routes/celworker.py) to run under the call's CEL deadline.
 
 CEL has no cost limit and its evaluator holds the GIL, so the engine bounds what an expression can
 be handed instead: every value a step binds is measured (items, characters, longest list or map),
@@ -72,8 +73,9 @@ ISOLATE_ABOVE = 200_000  # estimates above this (about 10 ms) run in a worker pr
 
 
 @dataclass
-class Meter:
-    """One call's sizes of bound names and its remaining budget of estimated CEL work."""
+class CallBudget:
+    """One call's budget: the sizes of the values it binds, its estimated CEL work so far, and its time in
+    worker processes (where it sends the expressions it cannot bound)."""
 
     limits: Limits
     route: str

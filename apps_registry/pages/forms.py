@@ -1,0 +1,76 @@
+"""Forms of the people's pages. They check shape; the services check the rules."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth import get_user_model, password_validation
+from django.contrib.auth.forms import UsernameField
+from django.core.exceptions import ValidationError
+
+from apps_registry.models import ApiToken
+
+TOKEN_MAX_EXPIRY_DAYS = 3650
+
+
+class SignUpForm(forms.Form):
+    username = UsernameField(
+        max_length=150,
+        help_text="Letters, digits and @ . + - _ only.",
+        widget=forms.TextInput(attrs={"autocomplete": "username", "autofocus": True}),
+    )
+    email = forms.EmailField(
+        help_text="For password resets only.", widget=forms.EmailInput(attrs={"autocomplete": "email"})
+    )
+    password1 = forms.CharField(
+        label="Password",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        help_text=password_validation.password_validators_help_text_html(),
+    )
+    password2 = forms.CharField(
+        label="Password again",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )
+
+    def clean(self) -> dict[str, object]:
+        cleaned = super().clean() or {}
+        if cleaned.get("password1") and cleaned.get("password2") and cleaned["password1"] != cleaned["password2"]:
+            self.add_error("password2", "The two passwords differ.")
+        if cleaned.get("password1") and self.errors:
+            # account_create decides; this only lists the password's problems beside the other fields' at once.
+            user = get_user_model()(username=cleaned.get("username", ""), email=cleaned.get("email", ""))
+            try:
+                password_validation.validate_password(str(cleaned["password1"]), user=user)
+            except ValidationError as error:
+                self.add_error("password1", error)
+        return cleaned
+
+
+class AccountDeleteForm(forms.Form):
+    password = forms.CharField(
+        label="Your password",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+    )
+    purge_storage = forms.BooleanField(
+        required=False,
+        label="Also erase my apps' stored records now",
+        help_text="Otherwise they are kept for the retention window, then erased.",
+    )
+
+
+class TokenCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=ApiToken._meta.get_field("name").max_length,  # type: ignore[arg-type]
+        help_text="Something to recognise it by, e.g. “laptop – Claude Code”.",
+    )
+    expires_days = forms.IntegerField(
+        label="Expires after (days)",
+        required=False,
+        min_value=1,
+        max_value=TOKEN_MAX_EXPIRY_DAYS,
+        help_text="Leave empty for a token that does not expire.",
+    )
+    # Scopes (apps:read, apps:write, apps:delete) come in a later slice: a MultipleChoiceField here, passed to
+    # token_create(scopes=...), shown in the token list.

@@ -1,0 +1,513 @@
+"""The step kinds, one class each, in one registry (`STEP_KINDS`).
+
+A step kind declares its keys, parses and checks its body (with the problems an author sees), runs
+itself against the call's store, and names its authoring advisories. The compiler and the runtime
+are loops over this registry: adding a step kind is one class here (and, if it touches records, one
+`Store` method).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from apps_registry.exceptions import HandlerError, OperationFailed
+from apps_registry.routes.expressions import Expr, to_json
+from apps_registry.routes.store import Where
+
+if TYPE_CHECKING:
+    from apps_registry.routes.advisories import AdvisoryDraft
+    from apps_registry.routes.budget import CallBudget
+    from apps_registry.routes.limits import Limits
+    from apps_registry.routes.store import MeteredStore
+
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,7}$")
+WHERE_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in")
+# A fail step's message is for people (and agents): longer ones are clipped; details carry data.
+FAIL_MESSAGE_CHARS = 2000
+
+
+def bad_name(what: str) -> str:
+    return f"must be {what}: letters, digits and underscores, not starting with a digit, at most 100 characters"
+
+
+def type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+# --- the compiled form ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Condition:
+    path: tuple[str, ...]  # ("id",) is the record's id
+    op: str
+    expr: Expr
+
+
+@dataclass
+class Step:
+    index: int
+    kind: StepKind
+    as_name: str | None = None
+    collection: str | None = None
+    exprs: dict[str, Expr] = field(default_factory=dict)
+    where: list[Condition] = field(default_factory=list)
+    order_by: list[tuple[tuple[str, ...], bool]] = field(default_factory=list)  # (path, descending)
+    field_path: tuple[str, ...] | None = None
+    uses: set[str] = field(default_factory=set)  # names bound by earlier steps that this step reads
+
+    @property
+    def op(self) -> str:
+        return self.kind.op
+
+    @property
+    def label(self) -> str:
+        return f"steps[{self.index}] ({self.kind.op})"
+
+
+@dataclass
+class Call:
+    """One route call, explicit: what CEL sees, the call's budget and its (metered) store."""
+
+    route: str
+    values: dict[str, Any]  # params, caller, app, now, and the names bound by the steps so far
+    budget: CallBudget
+    store: MeteredStore
+
+
+class StepParser(Protocol):
+    """What a step kind's `parse` gets from the compiler: problem reporting and checked expressions."""
+
+    def problem(self, path: str, message: str) -> None: ...
+
+    def expression(self, source: Any, where: str) -> Expr | None:
+        """The compiled expression at `<step path>.<where>`, or None (its problems reported)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a step's body: what its value is, and whether the step needs it."""
+
+    what: str  # "collection", "expr", "field", "where" or "order_by"
+    required: bool = False
+    top_level: bool = False  # a "field" that must be a top-level field
+
+
+# --- step kinds -----------------------------------------------------------------------------
+
+
+class StepKind:
+    """One kind of step. Its body is an object with `keys`, or (when `keys` is empty) one expression."""
+
+    op: ClassVar[str]
+    keys: ClassVar[dict[str, Key]] = {}
+    writes: ClassVar[bool] = False  # a query route may not use it
+    binding: ClassVar[str] = "optional"  # "optional", "required" (let) or "none" (fail, return)
+    ends: ClassVar[bool] = False  # the call ends with its value (return)
+    advisory_kinds: ClassVar[tuple[str, ...]] = ()  # the authoring advisories `advisories` may name
+
+    def parse(self, step: Step, body: Any, path: str, parser: StepParser) -> None:
+        """Fill `step` from its body, reporting every problem to `parser`."""
+        op = self.op
+        if not self.keys:
+            compiled = parser.expression(body, op)
+            if compiled is not None:
+                step.exprs["value"] = compiled
+            return
+        if not isinstance(body, dict):
+            parser.problem(f"{path}.{op}", f"must be an object with {', '.join(self.keys)}, got {type_name(body)}")
+            return
+        for key in body:
+            if key not in self.keys:
+                parser.problem(f"{path}.{op}.{key}", f"unknown key; {op} takes {', '.join(self.keys)}")
+        for key, spec in self.keys.items():
+            where = f"{op}.{key}"
+            if key not in body:
+                if spec.required:
+                    parser.problem(f"{path}.{where}", "required")
+                continue
+            _PARSE_KEY[spec.what](step, key, spec, body[key], f"{path}.{where}", where, parser)
+
+    def run(self, step: Step, call: Call) -> Any:
+        raise NotImplementedError
+
+    def advisories(self, route: str, step: Step, limits: Limits) -> list[AdvisoryDraft]:
+        """Authoring advisories about this step (beyond those every step may get)."""
+        return []
+
+
+class GetStep(StepKind):
+    op = "get"
+    keys = {"collection": Key("collection", True), "id": Key("expr", True), "default": Key("expr")}
+
+    def run(self, step: Step, call: Call) -> Any:
+        assert step.collection is not None
+        record = call.store.get(step.collection, record_id(step, call))
+        if record is not None:
+            return record
+        default = step.exprs.get("default")
+        if default is not None:
+            return json_value(step, call, "get.default", default.evaluate(call))
+        wanted = record_id(step, call)
+        raise OperationFailed(
+            f"Route '{call.route}' {step.label}: no record with id '{wanted}' in collection '{step.collection}'.",
+            details={"collection": step.collection, "id": wanted},
+        )
+
+
+class FindStep(StepKind):
+    op = "find"
+    keys = {
+        "collection": Key("collection", True),
+        "where": Key("where"),
+        "order_by": Key("order_by"),
+        "limit": Key("expr"),
+    }
+    advisory_kinds = ("unbounded-find",)
+
+    def run(self, step: Step, call: Call) -> Any:
+        assert step.collection is not None
+        limit = None
+        if "limit" in step.exprs:
+            value = step.exprs["limit"].evaluate(call)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise wrong(step, call, "find.limit", "a non-negative int", value)
+            limit = value
+        return call.store.find(step.collection, where_values(step, call), step.order_by, limit)
+
+    def advisories(self, route: str, step: Step, limits: Limits) -> list[AdvisoryDraft]:
+        from apps_registry.routes.advisories import AdvisoryDraft
+
+        if "limit" in step.exprs:
+            return []
+        return [
+            AdvisoryDraft(
+                kind="unbounded-find",
+                severity="warn",
+                summary=(
+                    f"Route '{route}' steps[{step.index}] finds in '{step.collection}' without a 'limit'. "
+                    f"Once the collection holds more than {limits.records_read_per_call} matching records "
+                    "the call fails; add a 'limit'."
+                ),
+                user_summary="One of this app's lists may stop working once it grows large.",
+                data={"route": route, "step": step.index, "collection": step.collection},
+            )
+        ]
+
+
+class CountStep(StepKind):
+    op = "count"
+    keys = {"collection": Key("collection", True), "where": Key("where")}
+
+    def run(self, step: Step, call: Call) -> Any:
+        assert step.collection is not None
+        return call.store.count(step.collection, where_values(step, call))
+
+
+class SumStep(StepKind):
+    op = "sum"
+    keys = {"collection": Key("collection", True), "field": Key("field", True), "where": Key("where")}
+
+    def run(self, step: Step, call: Call) -> Any:
+        assert step.collection is not None and step.field_path is not None
+        return call.store.sum(step.collection, step.field_path, where_values(step, call))
+
+
+class LetStep(StepKind):
+    op = "let"
+    binding = "required"
+
+    def run(self, step: Step, call: Call) -> Any:
+        return step.exprs["value"].evaluate(call)
+
+
+class InsertStep(StepKind):
+    op = "insert"
+    keys = {"collection": Key("collection", True), "value": Key("expr", True), "id": Key("expr")}
+    writes = True
+
+    def run(self, step: Step, call: Call) -> Any:
+        assert step.collection is not None
+        data = record_value(step, call)
+        new_id = data.pop("id", None)
+        if "id" in step.exprs:
+            new_id = record_id(step, call)
+        elif new_id is not None and not isinstance(new_id, str):
+            new_id = str(new_id) if isinstance(new_id, int) and not isinstance(new_id, bool) else None
+            if new_id is None:
+                raise wrong(step, call, "insert.value.id", "a string or an int", data.get("id"))
+        return call.store.insert(step.collection, new_id, data)
+
+
+class UpdateStep(StepKind):
+    op = "update"
+    keys = {"collection": Key("collection", True), "id": Key("expr", True), "value": Key("expr", True)}
+    writes = True
+
+    def run(self, step: Step, call: Call) -> Any:
+        assert step.collection is not None
+        target = record_id(step, call)
+        data = record_value(step, call)
+        data.pop("id", None)  # a record's id never changes
+        return call.store.update(step.collection, target, data)
+
+
+class UpsertStep(StepKind):
+    op = "upsert"
+    keys = {"collection": Key("collection", True), "id": Key("expr", True), "value": Key("expr", True)}
+    writes = True
+
+    def run(self, step: Step, call: Call) -> Any:
+        assert step.collection is not None
+        target = record_id(step, call)
+        data = record_value(step, call)
+        data.pop("id", None)
+        return call.store.upsert(step.collection, target, data)
+
+
+class DeleteStep(StepKind):
+    op = "delete"
+    keys = {"collection": Key("collection", True), "id": Key("expr", True)}
+    writes = True
+
+    def run(self, step: Step, call: Call) -> Any:
+        assert step.collection is not None
+        return call.store.delete(step.collection, record_id(step, call))
+
+
+class IncrementStep(StepKind):
+    op = "increment"
+    keys = {
+        "collection": Key("collection", True),
+        "id": Key("expr", True),
+        "field": Key("field", True, top_level=True),
+        "by": Key("expr"),
+    }
+    writes = True
+
+    def run(self, step: Step, call: Call) -> Any:
+        assert step.collection is not None and step.field_path is not None
+        target = record_id(step, call)
+        by: Any = 1
+        if "by" in step.exprs:
+            by = step.exprs["by"].evaluate(call)
+            if not isinstance(by, (int, float)) or isinstance(by, bool) or not math.isfinite(by):
+                raise wrong(step, call, "increment.by", "a finite int or double", by)
+        return call.store.increment(step.collection, target, step.field_path[0], by, reread=step.as_name is not None)
+
+
+class FailStep(StepKind):
+    op = "fail"
+    keys = {"message": Key("expr", True), "details": Key("expr"), "when": Key("expr")}
+    binding = "none"
+
+    def run(self, step: Step, call: Call) -> Any:
+        when = step.exprs.get("when")
+        if when is not None:
+            condition = when.evaluate(call)
+            if not isinstance(condition, bool):
+                raise wrong(step, call, "fail.when", "a bool", condition)
+            if not condition:
+                return None
+        budget = call.budget
+        message = step.exprs["message"].evaluate(call)
+        budget.check(message, f"steps[{step.index}].fail.message")
+        message = json_value(step, call, "fail.message", message)
+        details_expr = step.exprs.get("details")
+        details = None
+        if details_expr is not None:
+            details = details_expr.evaluate(call)
+            budget.check(details, f"steps[{step.index}].fail.details")
+            details = json_value(step, call, "fail.details", details)
+        if details is not None and not isinstance(details, dict):
+            raise wrong(step, call, "fail.details", "a map", details)
+        text = message if isinstance(message, str) else str(message)
+        if len(text) > FAIL_MESSAGE_CHARS:
+            text = text[: FAIL_MESSAGE_CHARS - 1] + "…"
+        raise HandlerError(text, details=details)
+
+
+class ReturnStep(StepKind):
+    op = "return"
+    binding = "none"
+    ends = True
+
+    def run(self, step: Step, call: Call) -> Any:
+        return json_value(step, call, "return", step.exprs["value"].evaluate(call))
+
+
+# In the order the author format lists them (problem messages name them in this order).
+STEP_KINDS: dict[str, StepKind] = {
+    kind.op: kind
+    for kind in (
+        GetStep(),
+        FindStep(),
+        CountStep(),
+        SumStep(),
+        LetStep(),
+        InsertStep(),
+        UpdateStep(),
+        UpsertStep(),
+        DeleteStep(),
+        IncrementStep(),
+        FailStep(),
+        ReturnStep(),
+    )
+}
+
+
+# --- parsing a key's value ------------------------------------------------------------------
+
+
+def _parse_collection(step: Step, key: str, spec: Key, value: Any, path: str, where: str, parser: StepParser) -> None:
+    if not isinstance(value, str) or not NAME.match(value):
+        parser.problem(path, bad_name("a collection name"))
+    else:
+        step.collection = value
+
+
+def _parse_expr(step: Step, key: str, spec: Key, value: Any, path: str, where: str, parser: StepParser) -> None:
+    compiled = parser.expression(value, where)
+    if compiled is not None:
+        step.exprs[key] = compiled
+
+
+def _parse_field(step: Step, key: str, spec: Key, value: Any, path: str, where: str, parser: StepParser) -> None:
+    if not isinstance(value, str) or not FIELD_PATH.match(value) or value == "id":
+        parser.problem(path, "must be a field name such as 'amount' or 'totals.spent' (not 'id')")
+    elif spec.top_level and "." in value:
+        parser.problem(path, f"{step.kind.op} works on a top-level field, such as 'spent'")
+    else:
+        step.field_path = tuple(value.split("."))
+
+
+def _parse_where(step: Step, key: str, spec: Key, value: Any, path: str, where: str, parser: StepParser) -> None:
+    if not isinstance(value, dict):
+        parser.problem(path, 'must be an object: {"field": "cel expr", "other": {"gte": "cel expr"}}')
+        return
+    for field_name, test in value.items():
+        if not isinstance(field_name, str) or not FIELD_PATH.match(field_name):
+            parser.problem(f"{path}.{field_name}", "must be a field name such as 'category' or 'a.b'")
+            continue
+        tests = test if isinstance(test, dict) else {"eq": test}
+        for op, source in tests.items():
+            if op not in WHERE_OPS:
+                parser.problem(f"{path}.{field_name}.{op}", f"unknown comparison; use {', '.join(WHERE_OPS)}")
+                continue
+            compiled = parser.expression(source, f"{where}.{field_name}" + (f".{op}" if isinstance(test, dict) else ""))
+            if compiled is not None:
+                step.where.append(Condition(path=tuple(field_name.split(".")), op=op, expr=compiled))
+
+
+def _parse_order_by(step: Step, key: str, spec: Key, value: Any, path: str, where: str, parser: StepParser) -> None:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        parser.problem(path, "must be a field name, '-field' for descending, or a list of them")
+        return
+    for item in items:
+        name = item[1:] if isinstance(item, str) and item.startswith("-") else item
+        if not isinstance(name, str) or not FIELD_PATH.match(name):
+            parser.problem(path, f"{item!r} is not a field name (use 'amount' or '-amount')")
+            continue
+        step.order_by.append((tuple(name.split(".")), item.startswith("-")))
+
+
+_PARSE_KEY = {
+    "collection": _parse_collection,
+    "expr": _parse_expr,
+    "field": _parse_field,
+    "where": _parse_where,
+    "order_by": _parse_order_by,
+}
+
+
+# --- running: the values a step hands its store ---------------------------------------------
+
+
+def wrong(step: Step, call: Call, where: str, expected: str, got: Any) -> HandlerError:
+    return HandlerError(
+        f"Route '{call.route}' failed at steps[{step.index}].{where}: the expression must evaluate to "
+        f"{expected}, got {_cel_type(got)}",
+        details={"route": call.route, "step": f"steps[{step.index}].{where}"},
+    )
+
+
+def _cel_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if value is None:
+        return "null"
+    return {int: "int", float: "double", str: "string", dict: "map", list: "list"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def json_value(step: Step, call: Call, where: str, value: Any) -> Any:
+    """`to_json`, with a value JSON cannot hold reported at the route and step that made it."""
+    try:
+        return to_json(value)
+    except HandlerError as exc:
+        raise HandlerError(
+            f"Route '{call.route}' failed at steps[{step.index}].{where}: {exc.message}",
+            details={"route": call.route, "step": f"steps[{step.index}].{where}"},
+        ) from None
+
+
+def record_id(step: Step, call: Call, key: str = "id") -> str:
+    value = step.exprs[key].evaluate(call)
+    if isinstance(value, str) and value and len(value) <= 200:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise wrong(step, call, f"{step.op}.{key}", "a non-empty string (at most 200 characters) or an int", value)
+
+
+def record_value(step: Step, call: Call) -> dict[str, Any]:
+    value = json_value(step, call, f"{step.op}.value", step.exprs["value"].evaluate(call))
+    if not isinstance(value, dict):
+        raise wrong(step, call, f"{step.op}.value", "a map", value)
+    return value
+
+
+def where_values(step: Step, call: Call) -> Where:
+    where = []
+    for condition in step.where:
+        at = condition.expr.where.split(".", 1)[1]
+        value = json_value(step, call, at, condition.expr.evaluate(call))
+        values = value if condition.op == "in" else [value]
+        if condition.op == "in" and not isinstance(value, list):
+            raise wrong(step, call, at, "a list", value)
+        if condition.path == ("id",):
+            if any(not _is_id(v) for v in values):
+                expected = "a list of strings or ints (record ids)" if condition.op == "in" else "a string or an int"
+                raise wrong(step, call, at, expected, value if condition.op != "in" else _first_bad(values, _is_id))
+            value = [str(v) for v in value] if condition.op == "in" else str(value)
+        elif condition.op in ("gt", "gte", "lt", "lte"):
+            if not _is_orderable(value):
+                raise wrong(step, call, at, f"a number or a string to compare with {condition.op}", value)
+        elif any(not _is_scalar(v) for v in values):
+            expected = "a list of strings, numbers or bools" if condition.op == "in" else "a string, number, bool, null"
+            raise wrong(step, call, at, expected, value if condition.op != "in" else _first_bad(values, _is_scalar))
+        where.append((condition.path, condition.op, value))
+    return where
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _is_orderable(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _first_bad(values: list[Any], ok: Any) -> Any:
+    return next(v for v in values if not ok(v))

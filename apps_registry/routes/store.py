@@ -1,0 +1,165 @@
+"""The engine's storage seam: the `Store` a route runs against, and the per-call accounting that wraps it.
+
+`run_route` receives a `Store` (the SQL one is `routes.storage.SqlStore`; tests use an in-memory one)
+and wraps it in a `MeteredStore`, which counts the records one call reads and writes against the
+limits. A store reports records as their data plus `id`, and refuses records over `record_bytes`.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from apps_registry.exceptions import OperationFailed
+from apps_registry.routes.limits import limit_details
+
+# A filter: (field path, comparison, value); ("id",) is the record's id. Comparisons: eq ne gt gte lt lte in.
+Where = list[tuple[tuple[str, ...], str, Any]]
+# An ordering: (field path, descending).
+OrderBy = list[tuple[tuple[str, ...], bool]]
+
+
+class Store(Protocol):
+    """The records of one app's storage. Writes that find no record raise `missing`'s error; a failed
+    call's writes are undone by `atomic` (the engine runs a mutation inside it)."""
+
+    @property
+    def storage_id(self) -> Any: ...
+
+    def atomic(self) -> AbstractContextManager[Any]: ...
+
+    def get(self, collection: str, record_id: str) -> dict[str, Any] | None: ...
+
+    def find(self, collection: str, where: Where, order_by: OrderBy, limit: int | None) -> list[dict[str, Any]]: ...
+
+    def count(self, collection: str, where: Where) -> int: ...
+
+    def sum(self, collection: str, path: tuple[str, ...], where: Where) -> float: ...
+
+    def insert(self, collection: str, record_id: str | None, data: dict[str, Any]) -> dict[str, Any]: ...
+
+    def update(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]: ...
+
+    def upsert(self, collection: str, record_id: str, changes: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """The merged (or new) record, and whether it was created."""
+        ...
+
+    def delete(self, collection: str, record_id: str) -> dict[str, Any]: ...
+
+    def increment(
+        self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool
+    ) -> dict[str, Any] | None:
+        """Add `by` to a top-level number field (absent or null counts as 0); the new record when `reread`."""
+        ...
+
+    def record_count(self) -> int:
+        """Records in the whole storage (every collection)."""
+        ...
+
+
+def document(record_id: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A record as routes see it: its data plus `id`."""
+    return {**data, "id": record_id}
+
+
+def encoded_record(collection: str, record_id: str, data: dict[str, Any], max_bytes: int) -> str:
+    """The compact JSON a store writes for a record, refusing one over `max_bytes`."""
+    encoded = json.dumps(data, separators=(",", ":"))
+    size = len(encoded.encode())
+    if size > max_bytes:
+        raise OperationFailed(
+            f"Record {collection}/{record_id} would be {size} bytes; the limit is {max_bytes}.",
+            details=limit_details("record_bytes", max_bytes, collection=collection, id=record_id),
+        )
+    return encoded
+
+
+def missing(collection: str, record_id: str, action: str) -> OperationFailed:
+    return OperationFailed(
+        f"Cannot {action} {collection}/{record_id}: no record with id '{record_id}' in collection '{collection}'.",
+        details={"collection": collection, "id": record_id},
+    )
+
+
+class MeteredStore:
+    """A store with one call's accounting: records read and written (failing the call past the
+    limits) and records created (for the records-per-app limit)."""
+
+    __slots__ = ("store", "max_read", "max_written", "read", "written", "created")
+
+    def __init__(self, store: Store, *, max_read: int, max_written: int) -> None:
+        self.store = store
+        self.max_read = max_read
+        self.max_written = max_written
+        self.read = 0
+        self.written = 0
+        self.created = 0
+
+    def _count_read(self, n: int) -> None:
+        self.read += n
+        if self.read > self.max_read:
+            raise OperationFailed(
+                f"This call read more than {self.max_read} records; "
+                "add a tighter 'where' or a 'limit' to its find steps.",
+                details=limit_details("records_read_per_call", self.max_read),
+            )
+
+    def _count_write(self) -> None:
+        self.written += 1
+        if self.written > self.max_written:
+            raise OperationFailed(
+                f"This call wrote more than {self.max_written} records; split the work into several calls.",
+                details=limit_details("records_written_per_call", self.max_written),
+            )
+
+    # --- reads ------------------------------------------------------------------------------
+    def get(self, collection: str, record_id: str) -> dict[str, Any] | None:
+        record = self.store.get(collection, record_id)
+        if record is not None:
+            self._count_read(1)
+        return record
+
+    def find(self, collection: str, where: Where, order_by: OrderBy, limit: int | None) -> list[dict[str, Any]]:
+        # One row past what is left of the budget: enough to know the call went over it.
+        budget = self.max_read - self.read + 1
+        rows = self.store.find(collection, where, order_by, budget if limit is None else min(limit, budget))
+        self._count_read(len(rows))
+        return rows
+
+    def count(self, collection: str, where: Where) -> int:
+        return self.store.count(collection, where)
+
+    def sum(self, collection: str, path: tuple[str, ...], where: Where) -> float:
+        return self.store.sum(collection, path, where)
+
+    # --- writes -----------------------------------------------------------------------------
+    def insert(self, collection: str, record_id: str | None, data: dict[str, Any]) -> dict[str, Any]:
+        self._count_write()
+        record = self.store.insert(collection, record_id, data)
+        self.created += 1
+        return record
+
+    def update(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        self._count_write()
+        return self.store.update(collection, record_id, changes)
+
+    def upsert(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        self._count_write()
+        record, created = self.store.upsert(collection, record_id, changes)
+        if created:
+            self.created += 1
+        return record
+
+    def delete(self, collection: str, record_id: str) -> dict[str, Any]:
+        self._count_write()
+        return self.store.delete(collection, record_id)
+
+    def increment(
+        self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool
+    ) -> dict[str, Any] | None:
+        self._count_write()
+        record = self.store.increment(collection, record_id, key, by, reread=reread)
+        if reread:
+            self._count_read(1)
+        return record

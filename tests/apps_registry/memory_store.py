@@ -1,0 +1,150 @@
+"""An in-memory `Store` (apps_registry/routes/store.py) for running the engine with no database."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from apps_registry.exceptions import OperationFailed
+from apps_registry.routes.store import OrderBy, Where, document, encoded_record, missing
+
+_ABSENT = object()
+
+
+def _at(data: dict[str, Any], record_id: str, path: tuple[str, ...]) -> Any:
+    if path == ("id",):
+        return record_id
+    value: Any = data
+    for part in path:
+        if not isinstance(value, dict) or part not in value:
+            return _ABSENT
+        value = value[part]
+    return value
+
+
+def _matches(value: Any, op: str, wanted: Any) -> bool:
+    if op == "eq":
+        return value is not _ABSENT and value == wanted
+    if op == "ne":
+        return not (value is not _ABSENT and value == wanted)
+    if op == "in":
+        return value is not _ABSENT and value in wanted
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (value, wanted))
+    if not numbers and not (isinstance(value, str) and isinstance(wanted, str)):
+        return False
+    return {"gt": value > wanted, "gte": value >= wanted, "lt": value < wanted, "lte": value <= wanted}[op]
+
+
+class MemoryStore:
+    """Records in a dict, in insertion order; `atomic` undoes every write of a block that raises."""
+
+    def __init__(self, *, max_bytes: int = 64 * 1024, records: dict[str, dict[str, dict[str, Any]]] | None = None):
+        self.storage_id = uuid.uuid4()
+        self.max_bytes = max_bytes
+        self.records: dict[tuple[str, str], dict[str, Any]] = {}
+        for collection, by_id in (records or {}).items():
+            for record_id, data in by_id.items():
+                self.records[(collection, record_id)] = copy.deepcopy(data)
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        saved = copy.deepcopy(self.records)
+        try:
+            yield
+        except BaseException:
+            self.records = saved
+            raise
+
+    def collection(self, name: str) -> dict[str, dict[str, Any]]:
+        return {record_id: data for (c, record_id), data in self.records.items() if c == name}
+
+    def _selected(self, collection: str, where: Where) -> list[tuple[str, dict[str, Any]]]:
+        return [
+            (record_id, data)
+            for (c, record_id), data in self.records.items()
+            if c == collection and all(_matches(_at(data, record_id, path), op, v) for path, op, v in where)
+        ]
+
+    def get(self, collection: str, record_id: str) -> dict[str, Any] | None:
+        data = self.records.get((collection, record_id))
+        return None if data is None else document(record_id, copy.deepcopy(data))
+
+    def find(self, collection: str, where: Where, order_by: OrderBy, limit: int | None) -> list[dict[str, Any]]:
+        rows = self._selected(collection, where)
+        for path, descending in reversed(order_by):
+            rows.sort(key=lambda row, p=path: (_at(row[1], row[0], p) is _ABSENT, _at(row[1], row[0], p)))
+            if descending:
+                rows.reverse()
+        rows = rows if limit is None else rows[:limit]
+        return [document(record_id, copy.deepcopy(data)) for record_id, data in rows]
+
+    def count(self, collection: str, where: Where) -> int:
+        return len(self._selected(collection, where))
+
+    def sum(self, collection: str, path: tuple[str, ...], where: Where) -> float:
+        total = 0.0
+        for record_id, data in self._selected(collection, where):
+            value = _at(data, record_id, path)
+            if value is _ABSENT or value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise OperationFailed(
+                    f"Cannot sum {'.'.join(path)} over {collection}: some records hold a value that is not a number.",
+                    details={"collection": collection, "field": ".".join(path)},
+                )
+            total += value
+        return total
+
+    def insert(self, collection: str, record_id: str | None, data: dict[str, Any]) -> dict[str, Any]:
+        record_id = record_id if record_id is not None else str(uuid.uuid4())
+        encoded_record(collection, record_id, data, self.max_bytes)
+        if (collection, record_id) in self.records:
+            raise OperationFailed(
+                f"A record {collection}/{record_id} already exists; use update or upsert to change it.",
+                details={"collection": collection, "id": record_id},
+            )
+        self.records[(collection, record_id)] = copy.deepcopy(data)
+        return document(record_id, data)
+
+    def _merge(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        data = {**self.records[(collection, record_id)], **changes}
+        encoded_record(collection, record_id, data, self.max_bytes)
+        self.records[(collection, record_id)] = copy.deepcopy(data)
+        return document(record_id, data)
+
+    def update(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        if (collection, record_id) not in self.records:
+            raise missing(collection, record_id, "update")
+        return self._merge(collection, record_id, changes)
+
+    def upsert(self, collection: str, record_id: str, changes: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        if (collection, record_id) in self.records:
+            return self._merge(collection, record_id, changes), False
+        return self.insert(collection, record_id, changes), True
+
+    def delete(self, collection: str, record_id: str) -> dict[str, Any]:
+        data = self.records.pop((collection, record_id), None)
+        if data is None:
+            raise missing(collection, record_id, "delete")
+        return document(record_id, data)
+
+    def increment(
+        self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool
+    ) -> dict[str, Any] | None:
+        data = self.records.get((collection, record_id))
+        if data is None:
+            raise missing(collection, record_id, "increment")
+        current = data.get(key)
+        if current is not None and (isinstance(current, bool) or not isinstance(current, (int, float))):
+            raise OperationFailed(
+                f"Cannot increment {collection}/{record_id}.{key}: it holds a value that is not a number.",
+                details={"collection": collection, "id": record_id, "field": key},
+            )
+        data[key] = (current or 0) + by
+        return document(record_id, copy.deepcopy(data)) if reread else None
+
+    def record_count(self) -> int:
+        return len(self.records)
