@@ -15,6 +15,7 @@ from apps_registry.exceptions import (
 )
 from apps_registry.models import AuditEvent, Invitation, InvitationStatus, Membership
 from apps_registry.selectors import invitations_pending_for, invitations_pending_of, members_of
+from apps_registry.services.accounts import account_delete
 from apps_registry.services.sharing import (
     invitation_accept,
     invitation_create,
@@ -385,3 +386,19 @@ def test_accepting_after_being_added_directly_takes_the_invitations_role(budget,
     assert Membership.objects.get(app=budget, user=other_user).role == "editor"
     invitation.refresh_from_db()
     assert invitation.status == InvitationStatus.ACCEPTED
+
+
+def test_deleting_an_account_takes_its_invitations_and_memberships_along(budget, other_user, carol):
+    elsewhere = make_app(owner=carol, name="Chores")
+    invitation_create(actor=carol, app_id=elsewhere.id, invitee="bob", role="viewer")  # bob's, received
+    invitation_accept(actor=other_user, invitation_id=invite(budget, "bob").pk)  # bob is a member of Budget
+    sent_by_bob = make_app(owner=other_user, name="Bob's")
+    invitation_create(actor=other_user, app_id=sent_by_bob.id, invitee="carol", role="editor")
+    other_user.set_password("pw")
+    other_user.save()
+
+    account_delete(actor=other_user, password="pw")
+
+    assert not Invitation.objects.exists()  # received ones go with bob; sent ones with bob's app
+    assert [(m.username, m.role) for m in members_of(budget)] == [("alice", "owner")]
+    assert invitations_pending_for(carol) == []
