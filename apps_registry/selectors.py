@@ -9,12 +9,24 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, QuerySet, Sum, TextField
+from django.db.models import Case, Count, IntegerField, QuerySet, Sum, TextField, Value, When
 from django.db.models.functions import Cast, Coalesce, Length
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from apps_registry.access import apps_visible_to
-from apps_registry.models import Advisory, ApiToken, App, Feedback, Record, Route, Storage
+from apps_registry.models import (
+    Advisory,
+    ApiToken,
+    App,
+    Feedback,
+    Invitation,
+    InvitationStatus,
+    Membership,
+    Record,
+    Role,
+    Route,
+    Storage,
+)
 from apps_registry.oauth.scopes import SCOPES
 
 
@@ -33,6 +45,79 @@ def app_listings_for(actor: Any) -> list[AppListing]:
     return [
         AppListing(id=app.id, name=app.name, description=app.description, role=app.caller_role)  # type: ignore[attr-defined]
         for app in apps_visible_to(actor).order_by("name", "id")
+    ]
+
+
+@dataclass(frozen=True)
+class MemberListing:
+    """One member of an app (GET /api/apps/<id>/members/)."""
+
+    username: str
+    role: str
+    since: datetime
+
+
+def members_of(app: App) -> list[MemberListing]:
+    """An app's members, the owner first, then by username. Reach `app` through access.app_for first."""
+    memberships = (
+        Membership.objects.filter(app=app)
+        .select_related("user")
+        .annotate(_rank=Case(When(role=Role.OWNER, then=Value(0)), default=Value(1), output_field=IntegerField()))
+        .order_by("_rank", "user__username")
+    )
+    return [MemberListing(username=m.user.get_username(), role=m.role, since=m.created_at) for m in memberships]
+
+
+@dataclass(frozen=True)
+class InvitationListing:
+    """A pending invitation as its invitee sees it: the app's name, who invited, the role; not the app itself."""
+
+    id: int
+    app_name: str
+    invited_by: str
+    role: str
+    created_at: datetime
+
+
+def invitations_pending_for(user: Any) -> list[InvitationListing]:
+    """The invitations waiting for `user`'s answer, newest first."""
+    invitations = (
+        Invitation.objects.filter(invitee=user, status=InvitationStatus.PENDING)
+        .select_related("app", "invited_by")
+        .order_by("-created_at", "-id")
+    )
+    return [
+        InvitationListing(
+            id=i.pk,
+            app_name=i.app.name,
+            invited_by=i.invited_by.get_username() if i.invited_by else "",
+            role=i.role,
+            created_at=i.created_at,
+        )
+        for i in invitations
+    ]
+
+
+@dataclass(frozen=True)
+class SentInvitation:
+    """A pending invitation as the app's owner sees it (GET /api/apps/<id>/invitations/)."""
+
+    id: int
+    username: str
+    role: str
+    created_at: datetime
+
+
+def invitations_pending_of(app: App) -> list[SentInvitation]:
+    """An app's invitations still waiting for an answer, newest first. Reach `app` with need "own" first."""
+    invitations = (
+        Invitation.objects.filter(app=app, status=InvitationStatus.PENDING)
+        .select_related("invitee")
+        .order_by("-created_at", "-id")
+    )
+    return [
+        SentInvitation(id=i.pk, username=i.invitee.get_username(), role=i.role, created_at=i.created_at)
+        for i in invitations
     ]
 
 
