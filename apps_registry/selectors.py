@@ -117,3 +117,29 @@ def routes_of(app: App) -> QuerySet[Route]:
 def tokens_of(user: Any) -> QuerySet[ApiToken]:
     """The user's personal API tokens, newest first (revoked and expired ones included, marked by their fields)."""
     return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+
+
+# --- App pages (apps_registry/pages/app_views.py): an app already reached through access.app_for ---
+
+
+def records_of(app: App, *, collection: str | None = None, id_contains: str = "") -> QuerySet[Record]:
+    """The app's stored records (one collection, or all), by collection then id; `id_contains` filters ids."""
+    records = Record.objects.filter(storage__app=app).order_by("collection", "record_id")
+    if collection is not None:
+        records = records.filter(collection=collection)
+    if id_contains:
+        records = records.filter(record_id__icontains=id_contains)
+    return records
+
+
+def record_counts_of(app: App) -> dict[str, int]:
+    """How many records each collection of the app holds (declared collections first, at 0 when empty)."""
+    counts = dict.fromkeys(app.collections or {}, 0)
+    for row in Record.objects.filter(storage__app=app).values("collection").annotate(n=Count("id")).order_by():
+        counts[row["collection"]] = row["n"]
+    return counts
+
+
+def advisories_for_users(app: App) -> QuerySet[Advisory]:
+    """The app's open advisories that carry a summary meant for its users."""
+    return advisories_open_for(app).exclude(user_summary="")
