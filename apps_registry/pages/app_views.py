@@ -27,7 +27,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps_registry.access import app_for, role_allows
 from apps_registry.exceptions import AccessDenied, CharmingError, HandlerError, InvalidInput, NotFound, UnknownOp
 from apps_registry.models import App, Route
-from apps_registry.pages.hints import route_title
+from apps_registry.pages.hints import route_hints, route_title
 from apps_registry.pages.schema_forms import (
     ResultView,
     SchemaForm,
@@ -63,6 +63,7 @@ class QueryPanel:
     ran: bool = False
     view: ResultView | None = None
     error: str = ""
+    carry: list[tuple[str, str]] | None = None  # the other views' filters, kept when this one is submitted
 
 
 @dataclass
@@ -86,7 +87,8 @@ def _refused(request: HttpRequest, app: App, error: CharmingError) -> HttpRespon
 def _query_panel(request: HttpRequest, app: App, route: Route) -> QueryPanel:
     prefix = f"{route.name}."
     form = schema_form(route.input_schema, id_prefix=f"q-{route.name}", prefix=prefix)
-    panel = QueryPanel(route=route, title=route_title(route), form=form)
+    carry = [(key, value) for key, values in request.GET.lists() if not key.startswith(prefix) for value in values]
+    panel = QueryPanel(route=route, title=route_title(route), form=form, carry=carry)
     submitted = any(key.startswith(prefix) for key in request.GET)
     form_parse(form, request.GET)
     if form.has_errors or not (submitted or not form.required_names()):
@@ -100,7 +102,8 @@ def _query_panel(request: HttpRequest, app: App, route: Route) -> QueryPanel:
     except CharmingError as error:
         panel.error = error.message
     else:
-        panel.view = result_view(result.value, route.output_schema)
+        hints = route_hints(route)
+        panel.view = result_view(result.value, route.output_schema, view=hints.view, columns=hints.columns)
     return panel
 
 
@@ -116,11 +119,13 @@ def _app_page(
 ) -> HttpResponse:
     routes = list(routes_of(app))
     can_mutate = role_allows(role, "mutate")
-    queries = [_query_panel(request, app, r) for r in routes if r.kind == "query"]
+    # The author's start view first (a stable sort keeps the others by name).
+    ordered = sorted((r for r in routes if r.kind == "query"), key=lambda r: not route_hints(r).start)
+    queries = [_query_panel(request, app, r) for r in ordered]
     mutations = []
     if can_mutate:
         for r in routes:
-            if r.kind != "mutation":
+            if r.kind != "mutation" or not route_hints(r).form:
                 continue
             if failed is not None and failed[0] == r.name:
                 form = failed[1]

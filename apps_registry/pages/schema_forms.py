@@ -444,16 +444,29 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def result_view(value: Any, output_schema: Any) -> ResultView:
-    """The view of `value`, shaped by the route's output schema (or by the value itself without one)."""
+def result_view(
+    value: Any, output_schema: Any, *, view: str = "", columns: tuple[tuple[str, str], ...] = ()
+) -> ResultView:
+    """The view of `value`, shaped by the route's output schema (or by the value itself without one).
+
+    `view` and `columns` are the author's hints (apps_registry.pages.hints); a `view` that does not fit
+    the value (a figure of a list) is ignored.
+    """
     schema = _mapping(output_schema)
     if isinstance(value, list):
         items_schema = _mapping(schema.get("items"))
         if value and all(isinstance(row, Mapping) for row in value) or _type_of(items_schema) == "object":
-            return _table(value, items_schema)
+            return _table(value, items_schema, columns)
         return ResultView(shape="list", values=[cell(v, items_schema) for v in value])
     if isinstance(value, Mapping):
         props = _mapping(schema.get("properties"))
+        if view == "table":
+            return _table([value], {"properties": props}, columns)
+        if view == "figure" and len(value) == 1:
+            ((key, only),) = value.items()
+            return ResultView(
+                shape="figure", figure=replace(cell(only, props.get(key)), label=_label(key, props.get(key)))
+            )
         keys = list(props) + [k for k in value if k not in props]
         return ResultView(
             shape="fields",
@@ -470,7 +483,7 @@ def _label(key: str, schema: Any) -> str:
     return humanize(key)
 
 
-def _table(rows: list[Any], items_schema: Mapping[str, Any]) -> ResultView:
+def _table(rows: list[Any], items_schema: Mapping[str, Any], columns: tuple[tuple[str, str], ...] = ()) -> ResultView:
     props = _mapping(items_schema.get("properties"))
     keys: list[str] = list(props)
     for name in items_schema.get("required") or []:
@@ -480,7 +493,10 @@ def _table(rows: list[Any], items_schema: Mapping[str, Any]) -> ResultView:
         for row in rows:
             if isinstance(row, Mapping):
                 keys.extend(k for k in row if k not in keys)
-    labels = [_label(k, props.get(k)) for k in keys]
+    hinted = dict(columns)
+    if columns:  # the author's choice and order of columns
+        keys = [key for key, _label_text in columns]
+    labels = [hinted.get(k) or _label(k, props.get(k)) for k in keys]
     cells = [
         [
             replace(cell(row.get(k) if isinstance(row, Mapping) else None, props.get(k)), label=label)
@@ -497,8 +513,8 @@ def _table(rows: list[Any], items_schema: Mapping[str, Any]) -> ResultView:
         )
         for i, k in enumerate(keys)
     ]
-    columns = [Column(key=k, label=lb, numeric=n) for k, lb, n in zip(keys, labels, numeric, strict=True)]
-    return ResultView(shape="table", columns=columns, rows=cells)
+    heads = [Column(key=k, label=lb, numeric=n) for k, lb, n in zip(keys, labels, numeric, strict=True)]
+    return ResultView(shape="table", columns=heads, rows=cells)
 
 
 def cell(value: Any, schema: Any = None) -> Cell:

@@ -284,3 +284,15 @@ def test_delete_with_purge_erases_the_records(owner_client, budget):
 
 def test_home_links_each_app_to_its_page(owner_client, budget):
     assert f'href="{page_url(budget)}"' in text(owner_client.get(reverse("home")))
+
+
+def test_a_filter_form_keeps_the_other_views_filters(owner_client, budget):
+    body = text(owner_client.get(page_url(budget), {"list_expenses.category": "food", "summary.category": "x"}))
+    summary_form = re.search(r'<article class="card view" id="view-summary".*?</form>', body).group(0)
+    assert '<input type="hidden" name="list_expenses.category" value="food">' in summary_form
+    assert 'type="hidden" name="summary.category"' not in summary_form
+
+
+def test_the_first_field_in_error_takes_the_focus(owner_client, budget):
+    body = text(owner_client.post(submit_url(budget, "add_expense"), {"amount": "-5", "category": "food"}))
+    assert re.search(r'id="m-add_expense-amount"[^>]*aria-invalid="true" autofocus>', body)
