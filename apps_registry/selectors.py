@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, QuerySet, Sum, TextField
+from django.db.models import Count, Max, Q, QuerySet, Sum, TextField
 from django.db.models.functions import Cast, Coalesce, Length
 
 from apps_registry.access import apps_visible_to
@@ -143,3 +143,28 @@ def record_counts_of(app: App) -> dict[str, int]:
 def advisories_for_users(app: App) -> QuerySet[Advisory]:
     """The app's open advisories that carry a summary meant for its users."""
     return advisories_open_for(app).exclude(user_summary="")
+
+
+@dataclass(frozen=True)
+class AppActivity:
+    """What the home page adds to an app's listing: when it last changed, and its notes for users."""
+
+    changed_at: datetime
+    notes: int
+
+
+def app_activity_for(actor: Any) -> dict[uuid.UUID, AppActivity]:
+    """For each app the actor can see: the latest change (its definition or a record) and open user notes."""
+    apps = apps_visible_to(actor).annotate(
+        last_record=Max("storage__records__updated_at"),
+        notes=Count(
+            "advisories", filter=Q(advisories__resolved=False) & ~Q(advisories__user_summary=""), distinct=True
+        ),
+    )
+    return {
+        app.id: AppActivity(
+            changed_at=max(filter(None, [app.updated_at, app.last_record])),  # type: ignore[attr-defined]
+            notes=int(app.notes),  # type: ignore[attr-defined]
+        )
+        for app in apps
+    }

@@ -22,6 +22,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps_registry.access import app_for, role_allows
@@ -160,6 +161,7 @@ def _app_page(
     return render(request, "apps/app_detail.html", context, status=status)
 
 
+@never_cache
 @login_required
 @require_GET
 def app_page(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
@@ -168,6 +170,7 @@ def app_page(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
     return _app_page(request, app, role)
 
 
+@never_cache
 @login_required
 @require_POST
 def route_submit(request: HttpRequest, app_id: uuid.UUID, op: str) -> HttpResponse:
@@ -210,6 +213,7 @@ def _page_url(app: App, back: str) -> str:
     return reverse("app_page", args=[app.id]) + (f"?{query}" if query else "")
 
 
+@never_cache
 @login_required
 @require_POST
 def feedback_submit(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
@@ -223,6 +227,7 @@ def feedback_submit(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
     return redirect(reverse("app_page", args=[app.id]) + "#feedback")
 
 
+@never_cache
 @login_required
 @require_GET
 def records_page(request: HttpRequest, app_id: uuid.UUID, collection: str) -> HttpResponse:
@@ -273,6 +278,7 @@ def _filename(app: App, ext: str) -> str:
     return f"{slugify(app.name) or 'app'}-records.{ext}"
 
 
+@never_cache
 @login_required
 @require_GET
 def export_json(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
@@ -306,6 +312,7 @@ def _csv_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+@never_cache
 @login_required
 @require_GET
 def export_csv(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
@@ -325,6 +332,7 @@ def export_csv(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
     return response
 
 
+@never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
 def app_delete_page(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:

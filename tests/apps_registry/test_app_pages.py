@@ -296,3 +296,10 @@ def test_a_filter_form_keeps_the_other_views_filters(owner_client, budget):
 def test_the_first_field_in_error_takes_the_focus(owner_client, budget):
     body = text(owner_client.post(submit_url(budget, "add_expense"), {"amount": "-5", "category": "food"}))
     assert re.search(r'id="m-add_expense-amount"[^>]*aria-invalid="true" autofocus>', body)
+
+
+def test_home_shows_each_apps_last_change_and_its_notes(owner_client, budget):
+    AdvisoryFactory(app=budget, user_summary="A note for you.")
+    AdvisoryFactory(app=budget, user_summary="")
+    body = text(owner_client.get(reverse("home")))
+    assert re.search(r"Changed <time datetime=\"[^\"]+\">[^<]+</time> · <span class=\"notes\">1 note</span>", body)
