@@ -107,11 +107,13 @@ def test_a_new_user_uses_the_budget_app_from_its_page(page, browser, live_server
 
     page.click("#records a:text-is('expenses')")
     expect(page.locator("table.data tbody tr")).to_have_count(3)
+    page.screenshot(path=str(ARTIFACTS / "desktop-records.png"), full_page=True)
     page.go_back()
 
     page.click("text=Delete “Budget”…")
     expect(page.locator("h1")).to_have_text("Delete “Budget”?")
     expect(page.locator("main")).to_contain_text("4 stored records are kept for")
+    page.screenshot(path=str(ARTIFACTS / "desktop-delete.png"), full_page=True)
     page.click("button:has-text('Delete “Budget”')")
     expect(page.locator(".message.success")).to_contain_text("The app “Budget” was deleted")
     assert not App.objects.filter(pk=app.pk).exists()
