@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Case, Count, IntegerField, QuerySet, Sum, TextField, Value, When
+from django.db.models import Case, Count, IntegerField, Max, Q, QuerySet, Sum, TextField, Value, When
 from django.db.models.functions import Cast, Coalesce, Length
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
@@ -243,3 +243,54 @@ def oauth_clients_connected_to(user: Any) -> list[ConnectedClient]:
 def tokens_of(user: Any) -> QuerySet[ApiToken]:
     """The user's personal API tokens, newest first (revoked and expired ones included, marked by their fields)."""
     return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+
+
+# --- App pages (apps_registry/pages/app_views.py): an app already reached through access.app_for ---
+
+
+def records_of(app: App, *, collection: str | None = None, id_contains: str = "") -> QuerySet[Record]:
+    """The app's stored records (one collection, or all), by collection then id; `id_contains` filters ids."""
+    records = Record.objects.filter(storage__app=app).order_by("collection", "record_id")
+    if collection is not None:
+        records = records.filter(collection=collection)
+    if id_contains:
+        records = records.filter(record_id__icontains=id_contains)
+    return records
+
+
+def record_counts_of(app: App) -> dict[str, int]:
+    """How many records each collection of the app holds (declared collections first, at 0 when empty)."""
+    counts = dict.fromkeys(app.collections or {}, 0)
+    for row in Record.objects.filter(storage__app=app).values("collection").annotate(n=Count("id")).order_by():
+        counts[row["collection"]] = row["n"]
+    return counts
+
+
+def advisories_for_users(app: App) -> QuerySet[Advisory]:
+    """The app's open advisories that carry a summary meant for its users."""
+    return advisories_open_for(app).exclude(user_summary="")
+
+
+@dataclass(frozen=True)
+class AppActivity:
+    """What the home page adds to an app's listing: when it last changed, and its notes for users."""
+
+    changed_at: datetime
+    notes: int
+
+
+def app_activity_for(actor: Any) -> dict[uuid.UUID, AppActivity]:
+    """For each app the actor can see: the latest change (its definition or a record) and open user notes."""
+    apps = apps_visible_to(actor).annotate(
+        last_record=Max("storage__records__updated_at"),
+        notes=Count(
+            "advisories", filter=Q(advisories__resolved=False) & ~Q(advisories__user_summary=""), distinct=True
+        ),
+    )
+    return {
+        app.id: AppActivity(
+            changed_at=max(filter(None, [app.updated_at, app.last_record])),  # type: ignore[attr-defined]
+            notes=int(app.notes),  # type: ignore[attr-defined]
+        )
+        for app in apps
+    }

@@ -6,6 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from csp.constants import NONE, SELF
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -31,6 +32,8 @@ INSTALLED_APPS = [
     "mcp_tools",
     # --- Accounts for people (pages, login throttling) ---
     "axes",
+    # --- App pages: progressive enhancement (request.htmx) ---
+    "django_htmx",
 ]
 
 MIDDLEWARE = [
@@ -44,6 +47,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # --- Accounts for people: django-axes last, so it sees every login attempt's outcome ---
     "axes.middleware.AxesMiddleware",
+    # --- App pages: the Content-Security-Policy header, and request.htmx ---
+    "csp.middleware.CSPMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "charming.urls"
@@ -228,3 +234,22 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "accounts/lockout.html"
+
+
+# --- App pages: Content-Security-Policy (django-csp 4) ---
+# Strict on every response: no inline script or style anywhere (the pages, the admin and htmx from
+# /static/ all comply), nothing from other origins, no framing, forms post only to this site. Note:
+# browsers apply form-action to the redirect after a POST too, so a page whose form redirects to
+# another origin (an OAuth consent to a client's redirect URI) must widen it for that view only
+# (csp.decorators.csp_update({"form-action": [...]})).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    },
+}

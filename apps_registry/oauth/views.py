@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
@@ -86,7 +87,9 @@ class CharmingAuthorizationView(AuthorizationView):
         if problem:
             error = {"error": "invalid_target", "description": problem}
             return self.render_to_response({"error": error}, status=400)
-        return super().get(request, *args, **kwargs)
+        response = super().get(request, *args, **kwargs)
+        _allow_consent_redirect(response)
+        return response
 
     def form_valid(self, form: Any) -> HttpResponseBase:
         # The resource travels in a hidden field between the consent page and its POST: check it again.
@@ -95,6 +98,19 @@ class CharmingAuthorizationView(AuthorizationView):
             error = {"error": "invalid_target", "description": problem}
             return self.render_to_response({"error": error}, status=400)
         return super().form_valid(form)
+
+
+def _allow_consent_redirect(response: HttpResponseBase) -> None:
+    """Let the consent form's answer redirect to the client: CSP's form-action covers the redirect a form
+    POST leads to, and the site's policy allows only 'self'. Added only when the consent form is shown,
+    i.e. after DOT has checked the redirect URI against the client's registered ones."""
+    context = getattr(response, "context_data", None) or {}
+    form = context.get("form")
+    if context.get("error") or form is None:
+        return
+    target = urlsplit(str(form.initial.get("redirect_uri") or ""))
+    if target.scheme in ("http", "https") and target.netloc:
+        response._csp_update = {"form-action": [f"{target.scheme}://{target.netloc}"]}  # type: ignore[attr-defined]
 
 
 class RegistrationView(DynamicClientRegistrationView):

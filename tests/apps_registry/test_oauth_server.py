@@ -88,6 +88,18 @@ def test_the_consent_page_names_the_client_its_redirect_and_each_scope_in_plain_
     assert "Delete your apps" not in html
 
 
+def test_the_consent_page_lets_its_form_redirect_to_the_clients_registered_origin_only(browser, client_id):
+    page = consent_page(browser, client_id)
+    refused = browser.get("/oauth/authorize/", {"client_id": client_id, "redirect_uri": "http://127.0.0.1:9/elsewhere"})
+
+    redirect = urlsplit(REDIRECT_URI)
+    policy = page["Content-Security-Policy"]
+    assert f"form-action 'self' {redirect.scheme}://{redirect.netloc}" in policy
+    assert "form-action 'self';" in refused["Content-Security-Policy"] + ";"
+    assert "127.0.0.1:9" not in refused["Content-Security-Policy"]
+    assert "form-action 'self';" in browser.get("/connect/")["Content-Security-Policy"] + ";"
+
+
 def test_approving_redirects_with_a_code_the_state_and_the_issuer(browser, client_id):
     authorization = authorize(browser, client_id)
 
