@@ -9,6 +9,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from apps_registry.exceptions import InvalidInput
+from apps_registry.values import clip_repr, type_name
 from mcp_tools.registry import TOOLS
 
 EXAMPLE_UUID = "123e4567-e89b-42d3-a456-426614174000"
@@ -34,9 +35,9 @@ def _message(error: ValidationError) -> str:
     if error.validator == "required":
         return "is required"
     if field == "app_id" and error.validator in ("pattern", "format"):
-        return f"must be an app's UUID as list_apps returns it (e.g. {EXAMPLE_UUID}), got {error.instance!r}"
+        return f"must be an app's UUID as list_apps returns it (e.g. {EXAMPLE_UUID}), got {clip_repr(error.instance)}"
     if error.validator == "type":
-        return f"must be of type {error.validator_value}, got {type(error.instance).__name__}"
+        return f"must be of type {error.validator_value}, got {type_name(error.instance)}"
     return error.message
 
 

@@ -18,6 +18,7 @@ from apps_registry.access import app_for
 from apps_registry.exceptions import NotFound
 from apps_registry.models import Advisory, App, FeedbackResponse
 from apps_registry.selectors import advisories_open_for
+from apps_registry.values import clip
 
 FEEDBACK_RESPONSE_KIND = "feedback-response"
 
@@ -47,7 +48,7 @@ def _stored_note(advisory: Advisory) -> AdvisoryNote:
 
 def _feedback_response_note(response: FeedbackResponse, app: App) -> AdvisoryNote:
     feedback = response.feedback
-    excerpt = feedback.body if len(feedback.body) <= 120 else feedback.body[:117] + "..."
+    excerpt = clip(feedback.body, 120)
     sent = f"{feedback.created_at:%Y-%m-%d}"
     return AdvisoryNote(
         kind=FEEDBACK_RESPONSE_KIND,

@@ -16,16 +16,15 @@ from apps_registry.routes.advisories import AUTHORING_KINDS, DOC_URL, authoring_
 from apps_registry.routes.compiler import DefinitionParts, check_definition
 from apps_registry.routes.limits import current_limits
 from apps_registry.services.apps import app_create
+from apps_registry.values import clip_repr, first_problems, parse_uuid
 
 
 def definition_check(*, definition: Any) -> DefinitionParts:
     """The checked parts of a definition, or InvalidDefinition listing every problem with its path."""
     parts, problems = check_definition(definition, current_limits())
     if problems or parts is None:
-        first = "; ".join(f"{p.path}: {p.message}" for p in problems[:3])
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise InvalidDefinition(
-            f"The app definition has {len(problems)} problem(s); nothing was saved. {first}{more}",
+            f"The app definition has {len(problems)} problem(s); nothing was saved. {first_problems(problems)}",
             errors=[p.as_dict() for p in problems],
         )
     return parts
@@ -60,12 +59,11 @@ def app_definition_save(*, actor: Any, definition: Any, app_id: uuid.UUID | str 
 
 def _app_for_save(*, actor: Any, app_id: uuid.UUID | str | None, parts: DefinitionParts) -> App:
     if app_id is not None:
-        try:
-            app_uuid = uuid.UUID(str(app_id))
-        except ValueError:
+        app_uuid = parse_uuid(app_id)
+        if app_uuid is None:
             raise InvalidDefinition(
-                f"app_id {app_id!r} is not a UUID.", errors=[{"path": "app_id", "message": "must be a UUID"}]
-            ) from None
+                f"app_id {clip_repr(app_id)} is not a UUID.", errors=[{"path": "app_id", "message": "must be a UUID"}]
+            )
         # An unused id creates the app; an id in use needs the right to author that app.
         if App.objects.filter(pk=app_uuid).exists():
             app, _role = app_for(actor=actor, app_id=app_uuid, need="author", for_update=True)

@@ -10,6 +10,7 @@ from django.db import transaction
 from apps_registry.access import app_for
 from apps_registry.exceptions import InvalidInput
 from apps_registry.models import Feedback
+from apps_registry.values import type_name
 
 FEEDBACK_MAX_CHARS = 5000
 
@@ -25,7 +26,7 @@ def feedback_send(*, actor: Any, app_id: uuid.UUID | str, body: str) -> Feedback
     if not isinstance(body, str):
         raise InvalidInput(
             "Feedback body must be a string of text.",
-            errors=[{"path": "$.body", "message": f"expected a string, got {type(body).__name__}"}],
+            errors=[{"path": "$.body", "message": f"expected a string, got {type_name(body)}"}],
         )
     text = body.strip()
     if not text:

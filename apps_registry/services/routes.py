@@ -14,9 +14,13 @@ from apps_registry.models import App, Membership, Route, Storage
 from apps_registry.routes.cache import compiled_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import run_route
+from apps_registry.values import clip, parse_uuid
 
 # What running a route of each kind needs (apps_registry.access decides which roles have it).
 NEED_FOR_KIND: dict[str, Need] = {"query": "query", "mutation": "mutate"}
+
+# An op name as quoted in a message: its first 100 characters and an ellipsis, not a caller's 100 KB string.
+OP_CHARS = 101
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,7 @@ def route_run(
         # NotFound for missing and invisible apps, AccessDenied for a role without the need.
         app, role = app_for(actor=actor, app_id=app_id, need=NEED_FOR_KIND[kind])
         names = list(Route.objects.filter(app=app).order_by("name").values_list("name", "kind"))
-        raise RouteNotFound(app_id=app.id, app_name=app.name, op=_clip(op), routes=names)
+        raise RouteNotFound(app_id=app.id, app_name=app.name, op=clip(op, OP_CHARS), routes=names)
     app, role = found.app, found.role
     role_check(app=app, role=role, need=NEED_FOR_KIND[kind])
     if found.kind != kind:
@@ -99,9 +103,8 @@ def _route_for_call_sql() -> str:
 def _route_for_call(*, actor: Any, app_id: uuid.UUID | str, op: str) -> _RouteForCall | None:
     """The app (a model instance), the route's id, version and kind, the caller's role and the storage,
     in one query; None when the app is invisible or missing, or has no such route."""
-    try:
-        app_uuid = uuid.UUID(str(app_id))
-    except ValueError:
+    app_uuid = parse_uuid(app_id)
+    if app_uuid is None:
         return None
     params = [actor.pk, App._meta.pk.get_db_prep_value(app_uuid, connection), op]  # type: ignore[union-attr]
     for app in App.objects.raw(_route_for_call_sql(), params):
@@ -120,17 +123,14 @@ def _route_for_call(*, actor: Any, app_id: uuid.UUID | str, op: str) -> _RouteFo
 def _storage_uuid(value: Any, app: App) -> uuid.UUID:
     if value is None:  # every app gets its storage when created; only a damaged database lacks it
         raise OperationFailed(f"App '{app.name}' has no storage for its records; ask staff to look at it.")
-    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    storage_uuid = parse_uuid(value if isinstance(value, uuid.UUID) else str(value))
+    if storage_uuid is None:
+        raise OperationFailed(f"App '{app.name}' has a damaged storage id; ask staff to look at it.")
+    return storage_uuid
 
 
 def _route_or_unknown(route_id: int, op: str) -> Route:
     route = Route.objects.filter(pk=route_id).first()
     if route is None:  # removed by a save since this call looked it up
-        raise RouteRemoved(op=_clip(op))
+        raise RouteRemoved(op=clip(op, OP_CHARS))
     return route
-
-
-def _clip(op: Any) -> str:
-    """An op name as quoted in a message: a caller's 100 KB string is not echoed back."""
-    text = str(op)
-    return text if len(text) <= 100 else text[:100] + "…"
