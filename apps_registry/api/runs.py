@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps_registry.api.serializers import StrictInputSerializer, input_validated
-from apps_registry.services.advisories import AdvisoryNote, advisories_deliver
+from apps_registry.services.advisories import AdvisoryNote, advisories_after_commit
 from apps_registry.services.routes import route_run
 
 
@@ -67,5 +67,5 @@ class RouteRunView(APIView):
     def post(self, request: Request, app_id: str, op: str) -> Response:
         data = input_validated(self.InputSerializer, request.data)
         result = route_run(actor=request.user, app_id=app_id, op=op, params=data.get("params"), kind=data["kind"])
-        notes = advisories_deliver(actor=request.user, app=result.app)
+        notes = advisories_after_commit(actor=request.user, app=result.app)
         return Response(with_advisories({"ok": True, "value": result.value}, notes))

@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from apps_registry.exceptions import AccessDenied, ConfirmationRequired
-from apps_registry.services.advisories import advisories_deliver
+from apps_registry.services.advisories import advisories_after_commit
 from apps_registry.services.apps import DeletionResult, app_delete, app_delete_check
 from mcp_tools.confirmation import confirmation_state_new, confirmation_state_redeem
 from mcp_tools.results import advisories_as_contract, plain_error, plain_ok
@@ -52,7 +52,7 @@ def _target(user: Any, app_id: str) -> Target:
 
 def _not_owner(user: Any, app_id: str, refusal: AccessDenied) -> ToolResult:
     # Advisories only where the call ends without deleting; delivering them marks answers read.
-    advisories = advisories_as_contract(advisories_deliver(actor=user, app_id=app_id))
+    advisories = advisories_as_contract(advisories_after_commit(actor=user, app_id=app_id))
     role = "an editor" if refusal.role == "editor" else f"a {refusal.role}"
     return plain_error(refusal.as_envelope_error(NOT_OWNER_MESSAGE.format(role=role)), advisories=advisories)
 

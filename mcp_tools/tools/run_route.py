@@ -6,7 +6,7 @@ import json
 from typing import Any, Literal
 
 from apps_registry.exceptions import CharmingError
-from apps_registry.services.advisories import advisories_deliver
+from apps_registry.services.advisories import advisories_after_commit
 from apps_registry.services.routes import route_run
 from mcp_tools.results import advisories_as_contract, envelope_ok, error_result
 from mcp_tools.tools import ToolCall, ToolResult, db
@@ -18,8 +18,8 @@ def _run(
     try:
         result = route_run(actor=user, app_id=app_id, op=op, params=params, kind=kind)
     except CharmingError as error:
-        return None, error, advisories_as_contract(advisories_deliver(actor=user, app_id=app_id))
-    return result.value, None, advisories_as_contract(advisories_deliver(actor=user, app=result.app))
+        return None, error, advisories_as_contract(advisories_after_commit(actor=user, app_id=app_id))
+    return result.value, None, advisories_as_contract(advisories_after_commit(actor=user, app=result.app))
 
 
 async def _handle(call: ToolCall, kind: Literal["query", "mutation"]) -> ToolResult:

@@ -112,3 +112,19 @@ def test_a_run_carries_the_apps_advisories_and_delivers_a_staff_answer_once(api,
     assert [a["kind"] for a in second["advisories"]] == ["find-without-limit"]
     answer.refresh_from_db()
     assert answer.read_at is not None
+
+
+def test_a_committed_run_answers_200_when_its_advisories_fail(api, budget, monkeypatch):
+    from apps_registry.services import advisories as advisories_service
+
+    def fail(app):
+        raise RuntimeError("advisory query failed")
+
+    monkeypatch.setattr(advisories_service, "advisories_open_for", fail)
+
+    response = api.post(
+        f"/api/apps/{budget.id}/run/add_expense/", {"params": {"amount": 2, "category": "tea"}}, format="json"
+    )
+
+    assert response.status_code == 200
+    assert response.json() == {"ok": True, "value": {"id": Record.objects.get().record_id}}
