@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from apps_registry.values import clip
+
 
 class CharmingError(Exception):
     """Base of every error a caller may see. `kind` is the contract's error kind."""
@@ -66,7 +68,7 @@ class AppNotFound(NotFound):
     """An app that does not exist *or* that the caller may not see: the two are reported alike."""
 
     def __init__(self, app_id: object) -> None:
-        super().__init__(f"No app with id {app_id} exists or is visible to you.")
+        super().__init__(f"No app with id {clip(app_id)} exists or is visible to you.")
         self.app_id = app_id
 
 

@@ -128,3 +128,11 @@ def test_a_committed_run_answers_200_when_its_advisories_fail(api, budget, monke
 
     assert response.status_code == 200
     assert response.json() == {"ok": True, "value": {"id": Record.objects.get().record_id}}
+
+
+def test_an_oversized_app_id_or_op_is_not_echoed_whole(api, budget):
+    missing = api.post(f"/api/apps/{'7' * 5000}/run/x/", {}, format="json")
+    unknown = api.post(f"/api/apps/{budget.id}/run/{'o' * 5000}/", {}, format="json")
+
+    assert missing.status_code == 404 and len(missing.content) < 1_000
+    assert unknown.status_code == 404 and len(unknown.content) < 1_000

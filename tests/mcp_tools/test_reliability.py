@@ -3,12 +3,14 @@ sent is never echoed whole, and malformed text is refused as their input."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from apps_registry.models import Record
 from apps_registry.services import advisories as advisories_service
 from apps_registry.services.definitions import app_definition_save
-from tests.mcp_tools.conftest import MODES, call_tool_ok
+from tests.mcp_tools.conftest import MODES, call_tool_error, call_tool_ok, text_of
 from tests.mcp_tools.test_mutate_app import DEFINITION, assert_envelope, mutate
 
 
@@ -36,3 +38,33 @@ def test_a_committed_mutation_is_reported_as_a_success_when_its_advisories_fail(
     record = Record.objects.get(storage__app=budget)
     assert assert_envelope(result) == {"ok": True, "value": {"id": record.record_id}}
     assert "Try again later" not in str(result.content)
+
+
+HUGE = "7" * 100_000
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("get_app", {"app_id": HUGE}),
+        ("delete_app", {"app_id": HUGE}),
+        ("send_feedback", {"app_id": "00000000-0000-0000-0000-000000000000", "body": HUGE}),
+        ("mutate_app", {"app_id": HUGE, "op": HUGE}),
+    ],
+)
+def test_oversized_arguments_are_not_echoed_whole(live, alice, mode, tool, args):
+    result = call_tool_error(live, alice, mode, tool, args)
+
+    text = text_of(result)
+    assert "Invalid arguments for" in text
+    assert len(text) < 2_000
+    assert len(json.dumps(result.structured_content or {})) < 2_000
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_oversized_op_is_quoted_clipped_in_the_unknown_op_error(live, alice, budget, mode):
+    result = call_tool_error(live, alice, mode, "mutate_app", mutate(budget, "o" * 100_000))
+
+    assert result.structured_content["error"]["kind"] == "unknown_op"
+    assert len(text_of(result)) < 2_000
