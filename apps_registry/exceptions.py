@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from apps_registry.values import clip
+from apps_registry.values import clip, text_problems
 
 
 class CharmingError(Exception):
@@ -159,3 +159,16 @@ class InternalError(CharmingError):
 def app_not_found(app_id: object) -> AppNotFound:
     """The one error for an app that does not exist *and* for one the caller may not see."""
     return AppNotFound(app_id)
+
+
+def unstorable_text_refuse(value: object, *, path: str, what: str) -> None:
+    """InvalidInput when `value` (a string or JSON value) holds text no database can store (a NUL character or a
+    lone surrogate), naming each place by its JSON path; the offending text is not quoted back."""
+    problems = text_problems(value, path)
+    if problems:
+        where = "; ".join(f"{p['path']} {p['message']}" for p in problems[:3])
+        raise InvalidInput(
+            f"{what} must be valid Unicode text without NUL characters: {where}. "
+            "Remove those characters and send it again.",
+            errors=problems,
+        )

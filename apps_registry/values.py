@@ -77,3 +77,48 @@ def first_problems(problems: Iterable[Any], n: int = 3) -> str:
     shown = "; ".join("{}: {}".format(*_path_and_message(p)) for p in listed[:n])
     more = f" (and {len(listed) - n} more)" if len(listed) > n else ""
     return shown + more
+
+
+def _text_fault(text: str) -> str | None:
+    """What makes `text` unstorable (PostgreSQL refuses NUL in text and jsonb; UTF-8 has no lone surrogates)."""
+    index = text.find("\x00")
+    if index >= 0:
+        return f"contains a NUL character (U+0000) at index {index}"
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"contains a lone surrogate (U+{ord(text[exc.start]):04X}) at index {exc.start}, which is not valid Unicode"
+        )
+    return None
+
+
+def _key_path(path: str, key: str) -> str:
+    return f"{path}.{key}" if key.isidentifier() else f"{path}[{key!r}]"
+
+
+def text_problems(value: object, path: str = "$", limit: int = 20) -> list[dict[str, str]]:
+    """Each string (or object key) in a JSON value that cannot be stored as text, with its JSON path: a NUL
+    character or a lone surrogate. At most `limit` problems; never the offending text itself."""
+    problems: list[dict[str, str]] = []
+    stack: list[tuple[str, object]] = [(path, value)]
+    while stack and len(problems) < limit:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            fault = _text_fault(item)
+            if fault:
+                problems.append({"path": where, "message": fault})
+        elif isinstance(item, Mapping):
+            children = []
+            for position, (key, child) in enumerate(item.items()):
+                key_fault = _text_fault(key) if isinstance(key, str) else None
+                if key_fault:
+                    problems.append({"path": where, "message": f"key #{position} {key_fault}"})
+                    continue
+                children.append((_key_path(where, str(key)), child))
+            stack.extend(reversed(children))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed([(f"{where}[{i}]", child) for i, child in enumerate(item)]))
+    return problems

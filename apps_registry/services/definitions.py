@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 
 from apps_registry.access import app_for
-from apps_registry.exceptions import InvalidDefinition
+from apps_registry.exceptions import InvalidDefinition, unstorable_text_refuse
 from apps_registry.models import Advisory, App, Route
 from apps_registry.routes import cache
 from apps_registry.routes.advisories import AUTHORING_KINDS, DOC_URL, authoring_advisories
@@ -21,6 +21,7 @@ from apps_registry.values import clip_repr, first_problems, parse_uuid
 
 def definition_check(*, definition: Any) -> DefinitionParts:
     """The checked parts of a definition, or InvalidDefinition listing every problem with its path."""
+    unstorable_text_refuse(definition, path="$", what="The app definition")
     parts, problems = check_definition(definition, current_limits())
     if problems or parts is None:
         raise InvalidDefinition(

@@ -9,7 +9,13 @@ from typing import Any, Literal
 from django.db import connection
 
 from apps_registry.access import Need, app_for, role_check
-from apps_registry.exceptions import OperationFailed, RouteKindMismatch, RouteNotFound, RouteRemoved
+from apps_registry.exceptions import (
+    OperationFailed,
+    RouteKindMismatch,
+    RouteNotFound,
+    RouteRemoved,
+    unstorable_text_refuse,
+)
 from apps_registry.models import App, Membership, Route, Storage
 from apps_registry.routes.cache import compiled_route
 from apps_registry.routes.limits import current_limits
@@ -38,6 +44,8 @@ def route_run(
     kind: Literal["query", "mutation"],
 ) -> RouteResult:
     """Run route `op` of app `app_id` as `actor`. Raises only apps_registry.exceptions errors."""
+    unstorable_text_refuse(op, path="$.op", what="The route name (op)")
+    unstorable_text_refuse(params, path="$.params", what="The params")
     # The hot path: the caller's role, the app, its storage and the route's version in one query.
     found = _route_for_call(actor=actor, app_id=app_id, op=op)
     if found is None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 
+import httpx2
 import pytest
 
 from apps_registry.models import Record
 from apps_registry.services import advisories as advisories_service
 from apps_registry.services.definitions import app_definition_save
-from tests.mcp_tools.conftest import MODES, call_tool_error, call_tool_ok, text_of
+from tests.mcp_tools.conftest import MODES, call_tool_error, call_tool_ok, run, text_of
 from tests.mcp_tools.test_mutate_app import DEFINITION, assert_envelope, mutate
 
 
@@ -68,3 +69,70 @@ def test_an_oversized_op_is_quoted_clipped_in_the_unknown_op_error(live, alice, 
 
     assert result.structured_content["error"]["kind"] == "unknown_op"
     assert len(text_of(result)) < 2_000
+
+
+NUL = "ab\x00c"
+SURROGATE = "ab\ud800c"
+
+
+def unstorable_cases(budget, bad):
+    return [
+        ("mutate_app", mutate(budget, bad), "$.op"),
+        ("mutate_app", mutate(budget, "add_expense", {"amount": 1, "category": bad}), "$.params.category"),
+        ("send_feedback", {"app_id": str(budget.id), "body": bad}, "$.body"),
+    ]
+
+
+def raw_call_2026(live, agent, tool, args):
+    """A tools/call of the 2026-07-28 protocol as raw JSON with \\u escapes (the SDK client cannot encode a lone
+    surrogate; a raw client can)."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": args, "_meta": meta},
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+        "Authorization": f"Bearer {agent.token}",
+    }
+
+    async def go():
+        async with httpx2.AsyncClient(timeout=10) as http:
+            return await http.post(live.mcp_url, content=json.dumps(body).encode(), headers=headers)
+
+    response = run(go())
+    assert response.status_code == 200, response.text
+    text = response.text
+    if text.startswith("event:") or "\ndata: " in text:
+        text = next(line[len("data: ") :] for line in text.splitlines() if line.startswith("data: "))
+    return json.loads(text)["result"]
+
+
+def assert_unstorable_refused(error, path):
+    assert error["kind"] == "invalid_input", error
+    assert "must be valid Unicode text without NUL characters" in error["message"]
+    assert [problem["path"] for problem in error["errors"]] == [path]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nul_in_op_params_and_feedback_is_invalid_input(live, alice, budget, mode):
+    for tool, args, path in unstorable_cases(budget, NUL):
+        result = call_tool_error(live, alice, mode, tool, args)
+
+        assert_unstorable_refused(result.structured_content["error"], path)
+    assert Record.objects.count() == 0
+
+
+def test_lone_surrogates_in_op_params_and_feedback_are_invalid_input(live, alice, budget):
+    for tool, args, path in unstorable_cases(budget, SURROGATE):
+        result = raw_call_2026(live, alice, tool, args)
+
+        assert result["isError"] is True
+        assert_unstorable_refused(result["structuredContent"]["error"], path)
+    assert Record.objects.count() == 0
