@@ -45,8 +45,13 @@ class InvalidInput(CharmingError):
 
 
 class InvalidOutput(CharmingError):
+    """The route broke its own output contract (its writes were rolled back)."""
+
     kind = "invalid_output"
-    http_status = 500
+    # 422, not 500: the platform did its job and the request was well formed; the app's author wrote a route whose
+    # result does not match its `output` schema. A 5xx would read as a Charming fault (paging operators, inviting
+    # retries) for what is a deterministic author bug that a retry cannot fix. The message says who must fix it.
+    http_status = 422
 
 
 class HandlerError(CharmingError):

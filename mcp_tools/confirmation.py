@@ -22,6 +22,8 @@ from apps_registry.exceptions import ConfirmationRequired
 from apps_registry.services.confirmations import confirmation_nonce_redeem
 
 STATE_VERSION = 1
+# How much longer the SDK's seal lives than the confirmation it carries (see mcp_tools.server.server_build).
+STATE_SEAL_GRACE_SECONDS = 3600
 RETRY_HINT = "Nothing was deleted; call delete_app again to get a new confirmation prompt."
 
 

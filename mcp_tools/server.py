@@ -24,7 +24,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_tools.arguments import arguments_check
 from mcp_tools.auth import current_caller
-from mcp_tools.confirmation import state_key
+from mcp_tools.confirmation import STATE_SEAL_GRACE_SECONDS, state_key
 from mcp_tools.registry import TOOLS, tool_named
 from mcp_tools.results import error_result
 from mcp_tools.tools import ToolCall, ToolResult
@@ -90,10 +90,13 @@ def server_build() -> Server[Any]:
         on_call_tool=call_tool,
         get_tool_input_schema=_input_schema,
     )
-    # Seals delete_app's requestState (2026-07-28): AES-GCM, bound to tool, arguments, user and expiry.
+    # Seals delete_app's requestState (2026-07-28): AES-GCM, bound to tool, arguments, user and expiry. The seal
+    # outlives the confirmation by a grace period, so an expired prompt reaches mcp_tools.confirmation and gets its
+    # confirmation_required "expired, call again" rather than the SDK's bare -32602.
+    seal_ttl = float(settings.CHARMING_MCP_CONFIRM_TTL_SECONDS + STATE_SEAL_GRACE_SECONDS)
     server.middleware.append(
         RequestStateBoundary(
-            RequestStateSecurity(keys=[state_key()], ttl=float(settings.CHARMING_MCP_CONFIRM_TTL_SECONDS)),
+            RequestStateSecurity(keys=[state_key()], ttl=seal_ttl),
             default_audience=SERVER_NAME,
         )
     )

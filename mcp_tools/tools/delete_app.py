@@ -16,6 +16,7 @@ import mcp_types as types
 from django.conf import settings
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from apps_registry.exceptions import AccessDenied, ConfirmationRequired
 from apps_registry.services.advisories import advisories_after_commit
@@ -165,6 +166,12 @@ async def handle(call: ToolCall) -> ToolResult:
             return _refused(
                 f"The user did not answer the confirmation prompt within {timeout} seconds; nothing was deleted. "
                 "Call delete_app again to ask once more."
+            )
+        except ValidationError:
+            # The SDK checks the client's answer against ElicitResult and raises this, not an MCPError.
+            return _refused(
+                "The client's answer to the confirmation prompt is not an elicitation result (it needs an "
+                "'action', and 'content' with 'confirm'); nothing was deleted. Call delete_app again to ask once more."
             )
         except MCPError as failure:
             return _refused(

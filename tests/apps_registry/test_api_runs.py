@@ -136,3 +136,13 @@ def test_an_oversized_app_id_or_op_is_not_echoed_whole(api, budget):
 
     assert missing.status_code == 404 and len(missing.content) < 1_000
     assert unknown.status_code == 404 and len(unknown.content) < 1_000
+
+
+def test_a_route_that_breaks_its_output_contract_is_422_not_a_server_fault(api, budget):
+    response = api.post(f"/api/apps/{budget.id}/run/broken/", {}, format="json")
+
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["kind"] == "invalid_output"
+    assert "the app's author must fix the route" in error["message"]
+    assert Record.objects.count() == 0
