@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import mcp_types as types
@@ -44,11 +45,16 @@ NOT_OWNER_MESSAGE = "Only the app's owner can delete it; you are {role}, not the
 class Target:
     app_id: str
     name: str
+    created_at: datetime  # which app: an id deleted and used again names another one
+
+    @property
+    def created(self) -> str:
+        return self.created_at.isoformat()
 
 
 def _target(user: Any, app_id: str) -> Target:
     app = app_delete_check(actor=user, app_id=app_id)
-    return Target(app_id=str(app.id), name=app.name)
+    return Target(app_id=str(app.id), name=app.name, created_at=app.created_at)
 
 
 def _not_owner(user: Any, app_id: str, refusal: AccessDenied) -> ToolResult:
@@ -81,9 +87,17 @@ def _deleted_text(result: DeletionResult) -> str:
 
 
 async def _delete(call: ToolCall, target: Target, purge_storage: bool, confirmed_via: str) -> ToolResult:
-    result = await db(
-        app_delete, actor=call.user, app_id=target.app_id, purge_storage=purge_storage, confirmed_via=confirmed_via
-    )
+    try:
+        result = await db(
+            app_delete,
+            actor=call.user,
+            app_id=target.app_id,
+            purge_storage=purge_storage,
+            confirmed_via=confirmed_via,
+            created_at=target.created_at,
+        )
+    except ConfirmationRequired as refusal:
+        return plain_error(refusal.as_envelope_error())
     return plain_ok({"ok": True, "id": str(result.app_id), "deleted": True}, _deleted_text(result))
 
 
@@ -137,7 +151,7 @@ async def handle(call: ToolCall) -> ToolResult:
                     )
                 },
                 request_state=confirmation_state_new(
-                    user_id=call.user.pk, app_id=target.app_id, purge_storage=purge_storage
+                    user_id=call.user.pk, app_id=target.app_id, app_created=target.created, purge_storage=purge_storage
                 ),
             )
         try:
@@ -146,6 +160,7 @@ async def handle(call: ToolCall) -> ToolResult:
                 state,
                 user_id=call.user.pk,
                 app_id=target.app_id,
+                app_created=target.created,
                 purge_storage=purge_storage,
             )
         except ConfirmationRequired as refusal:

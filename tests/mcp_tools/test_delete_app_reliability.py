@@ -78,3 +78,40 @@ def test_2026_a_prompt_answered_after_it_expired_gets_confirmation_required(live
     assert expired.is_error is True
     assert text_of(expired).startswith("Error (confirmation_required): The confirmation prompt has expired.")
     assert App.objects.filter(pk=budget.id).exists()
+
+
+def test_2026_a_prompt_for_a_deleted_app_does_not_delete_the_app_created_again_at_its_id(live, alice, budget):
+    from apps_registry.services.apps import app_create, app_delete
+    from tests.mcp_tools.test_delete_app import _first_round, _retry
+
+    args = {"app_id": str(budget.id)}
+    first = run(_first_round(live, alice, args))
+    app_delete(actor=alice.user, app_id=budget.id, purge_storage=True, confirmed_via="confirm_parameter")
+    again = app_create(owner=alice.user, name="Budget 2", app_id=budget.id)
+
+    stale = run(_retry(live, alice, args, first.request_state))
+
+    assert stale.is_error is True
+    assert text_of(stale).startswith(
+        "Error (confirmation_required): The confirmation was given for an app that has since been deleted"
+    )
+    assert App.objects.get(pk=again.id).name == "Budget 2"
+
+
+def test_app_delete_refuses_an_app_other_than_the_one_confirmed(db, user):
+    from datetime import timedelta
+
+    from apps_registry.exceptions import ConfirmationRequired
+    from apps_registry.services.apps import app_delete
+
+    app = make_app(owner=user, name="Budget")
+
+    with pytest.raises(ConfirmationRequired, match="not the one the user confirmed deleting"):
+        app_delete(
+            actor=user,
+            app_id=app.id,
+            purge_storage=False,
+            confirmed_via="elicitation",
+            created_at=app.created_at - timedelta(seconds=1),
+        )
+    assert App.objects.filter(pk=app.id).exists()
