@@ -58,3 +58,46 @@ def test_unstorable_text_in_params_feedback_and_definitions_is_invalid_input(api
 
 def test_a_nul_in_the_op_of_the_url_is_invalid_input(api, budget):
     assert_refused(api.post(f"/api/apps/{budget.id}/run/add%00expense/", {}, format="json"), "$.op")
+
+
+# --- PUT /api/apps/<id>/definition/: no existence oracle, no claiming a deleted app's id ---
+
+
+def definition_put(api, app_id):
+    from tests.apps_registry.route_helpers import example
+
+    return api.put(f"/api/apps/{app_id}/definition/", example("todo"), format="json")
+
+
+def test_put_at_an_id_no_app_ever_had_creates_the_app_and_answers_201(api, user):
+    import uuid
+
+    wanted = uuid.uuid4()
+
+    response = definition_put(api, wanted)
+
+    assert response.status_code == 201
+    assert response.json()["value"]["app_id"] == str(wanted)
+    assert App.objects.get(pk=wanted).owner == user
+    assert definition_put(api, wanted).status_code == 200  # replacing it
+
+
+def test_put_at_any_id_you_cannot_author_is_answered_like_an_invisible_app(api, user, other_user):
+    from apps_registry.services.apps import app_delete
+    from tests.factories import make_app
+
+    theirs = make_app(owner=other_user, name="Theirs")
+    retained = make_app(owner=other_user, name="Deleted, storage retained")
+    app_delete(actor=other_user, app_id=retained.id, purge_storage=False, confirmed_via="confirm_parameter")
+    purged = make_app(owner=other_user, name="Deleted and purged")
+    app_delete(actor=other_user, app_id=purged.id, purge_storage=True, confirmed_via="confirm_parameter")
+    mine_deleted = make_app(owner=user, name="My deleted app")
+    app_delete(actor=user, app_id=mine_deleted.id, purge_storage=True, confirmed_via="confirm_parameter")
+
+    for app in (theirs, retained, purged, mine_deleted):
+        response = definition_put(api, app.id)
+
+        assert response.status_code == 404, app.name
+        assert response.json()["error"] == api.get(f"/api/apps/{app.id}/definition/").json()["error"]
+        assert response.json()["error"]["message"].startswith(f"No app with id {app.id} exists or is visible to you.")
+    assert set(App.objects.values_list("name", flat=True)) == {"Theirs"}
