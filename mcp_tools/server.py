@@ -22,6 +22,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from apps_registry.redaction import redact
+from apps_registry.values import clip_repr
 from mcp_tools.arguments import arguments_check
 from mcp_tools.auth import current_caller
 from mcp_tools.confirmation import STATE_SEAL_GRACE_SECONDS, state_key
@@ -62,7 +64,8 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     tool = tool_named(params.name)
     if tool is None:
         available = ", ".join(t.name for t in TOOLS)
-        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name!r}. Available: {available}.")
+        shown = clip_repr(redact(params.name))
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {shown}. Available: {available}.")
     envelope = tool.answers_envelope
     caller = current_caller.get()
     if caller is None:  # the ASGI auth wrapper always sets it; fail closed if it did not

@@ -11,6 +11,7 @@ from apps_registry.models import App, Feedback, Record
 from apps_registry.services.definitions import app_definition_save
 from apps_registry.services.tokens import token_create
 from tests.mcp_tools.test_mutate_app import DEFINITION
+from tests.redaction_cases import LEAKY, SECRET_IDS, SECRET_PARAMS
 
 pytestmark = pytest.mark.django_db
 
@@ -101,3 +102,42 @@ def test_put_at_any_id_you_cannot_author_is_answered_like_an_invisible_app(api, 
         assert response.json()["error"] == api.get(f"/api/apps/{app.id}/definition/").json()["error"]
         assert response.json()["error"]["message"].startswith(f"No app with id {app.id} exists or is visible to you.")
     assert set(App.objects.values_list("name", flat=True)) == {"Theirs"}
+
+
+# --- finding 6: secrets are redacted in every error, on every path ---
+
+
+@pytest.mark.parametrize(("text", "secret"), SECRET_PARAMS, ids=SECRET_IDS)
+def test_secrets_are_redacted_in_every_rest_error_path(api, user, text, secret):
+    leaky = app_definition_save(actor=user, definition=LEAKY)
+    failed = api.post(f"/api/apps/{leaky.id}/run/fail_with/", {"params": {"msg": text}}, format="json")
+    bad_value = api.post(f"/api/apps/{leaky.id}/run/wants_a_number/", {"params": {"n": text}}, format="json")
+    responses = [failed, bad_value]
+    if "/" not in text:  # a path segment cannot hold a slash
+        responses.append(api.post(f"/api/apps/{leaky.id}/run/{text}/", {}, format="json"))  # unknown op
+        responses.append(api.get(f"/api/apps/{text}/definition/"))  # not found
+
+    assert failed.status_code == 422
+    assert "[REDACTED]" in failed.json()["error"]["details"]["note"]
+    assert [r.json()["error"]["kind"] for r in responses][:2] == ["handler_error", "invalid_input"]
+    assert [r.json()["error"]["kind"] for r in responses][2:] in ([], ["unknown_op", "not_found"])
+    for response in responses:
+        assert secret not in response.content.decode()
+        assert "[REDACTED]" in response.content.decode()
+
+
+def test_secrets_in_an_unexpected_error_are_redacted_in_the_log_line(api, user, monkeypatch, caplog):
+    from apps_registry.api import runs
+
+    def broken(**kwargs):
+        raise RuntimeError("could not connect to postgres://app:hunter2pass@db.internal/x with password=hunter2pass")
+
+    monkeypatch.setattr(runs, "route_run", broken)
+    leaky = app_definition_save(actor=user, definition=LEAKY)
+
+    response = api.post(f"/api/apps/{leaky.id}/run/fail_with/", {"params": {"msg": "x"}}, format="json")
+
+    assert response.status_code == 500
+    assert "hunter2pass" not in response.content.decode()
+    assert "postgres://app:[REDACTED]@db.internal/x" in caplog.text
+    assert "hunter2pass" not in caplog.text

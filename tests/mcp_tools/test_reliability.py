@@ -13,6 +13,7 @@ from apps_registry.services import advisories as advisories_service
 from apps_registry.services.definitions import app_definition_save
 from tests.mcp_tools.conftest import MODES, call_tool_error, call_tool_ok, run, text_of
 from tests.mcp_tools.test_mutate_app import DEFINITION, assert_envelope, mutate
+from tests.redaction_cases import LEAKY, SECRET_IDS, SECRET_PARAMS
 
 
 @pytest.fixture
@@ -136,3 +137,49 @@ def test_lone_surrogates_in_op_params_and_feedback_are_invalid_input(live, alice
         assert result["isError"] is True
         assert_unstorable_refused(result["structuredContent"]["error"], path)
     assert Record.objects.count() == 0
+
+
+# --- finding 6: secrets are redacted in every error, on every path ---
+
+
+@pytest.fixture
+def leaky(alice):
+    return app_definition_save(actor=alice.user, definition=LEAKY)
+
+
+def whole(result) -> str:
+    return text_of(result) + json.dumps(result.structured_content or {})
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("text", "secret"), SECRET_PARAMS, ids=SECRET_IDS)
+def test_secrets_are_redacted_in_every_error_path(live, alice, leaky, mode, text, secret):
+    failed = call_tool_error(live, alice, mode, "mutate_app", mutate(leaky, "fail_with", {"msg": text}))
+    unknown = call_tool_error(live, alice, mode, "mutate_app", mutate(leaky, text))
+    bad_id = call_tool_error(live, alice, mode, "get_app", {"app_id": text})
+    bad_value = call_tool_error(live, alice, mode, "mutate_app", mutate(leaky, "wants_a_number", {"n": text}))
+
+    error = failed.structured_content["error"]
+    assert error["kind"] == "handler_error" and "[REDACTED]" in error["message"]
+    assert "[REDACTED]" in error["details"]["note"]
+    assert unknown.structured_content["error"]["kind"] == "unknown_op"
+    assert bad_id.structured_content["error"]["kind"] == "invalid_input"
+    assert bad_value.structured_content["error"]["kind"] == "invalid_input"
+    for result in (failed, unknown, bad_id, bad_value):
+        assert secret not in whole(result)
+        assert "[REDACTED]" in whole(result)
+
+
+def test_secrets_in_an_unexpected_error_are_redacted_in_the_mcp_log_line(live, alice, leaky, monkeypatch, caplog):
+    from mcp_tools.tools import run_route
+
+    def broken(**kwargs):
+        raise RuntimeError("could not connect to postgres://app:hunter2pass@db.internal/x")
+
+    monkeypatch.setattr(run_route, "route_run", broken)
+
+    result = call_tool_error(live, alice, MODES[0].values[0], "mutate_app", mutate(leaky, "fail_with", {"msg": "x"}))
+
+    assert result.structured_content["error"]["kind"] == "internal_error"
+    assert "postgres://app:[REDACTED]@db.internal/x" in caplog.text
+    assert "hunter2pass" not in caplog.text
