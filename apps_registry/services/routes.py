@@ -20,6 +20,13 @@ from apps_registry.models import App, Membership, Route, Storage
 from apps_registry.routes.cache import compiled_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import run_route
+from apps_registry.services.idempotency import (
+    IdempotencyKey,
+    KeyTaken,
+    idempotency_conflict,
+    idempotent_result_find,
+    idempotent_result_remember,
+)
 from apps_registry.values import clip, parse_uuid
 
 # What running a route of each kind needs (apps_registry.access decides which roles have it).
@@ -33,6 +40,7 @@ OP_CHARS = 101
 class RouteResult:
     value: Any  # the validated return value of the route (JSON-compatible)
     app: App  # the app the route ran in (for advisories)
+    replayed: bool = False  # the remembered result of an earlier call with the same idempotency key
 
 
 def route_run(
@@ -42,20 +50,39 @@ def route_run(
     op: str,
     params: dict[str, Any] | None,
     kind: Literal["query", "mutation"],
+    idempotency_key: IdempotencyKey | None = None,
 ) -> RouteResult:
-    """Run route `op` of app `app_id` as `actor`. Raises only apps_registry.exceptions errors."""
+    """Run route `op` of app `app_id` as `actor`. Raises only apps_registry.exceptions errors.
+
+    A mutation with an `idempotency_key` already committed (same caller, app, route, params) within the window
+    returns that first call's result (`replayed`) instead of running again; queries ignore the key.
+    """
     unstorable_text_refuse(op, path="$.op", what="The route name (op)")
     unstorable_text_refuse(params, path="$.params", what="The params")
     if kind == "query":
-        return _route_run(actor=actor, app_id=app_id, op=op, params=params, kind=kind)
-    # A mutation holds its app's storage row (FOR KEY SHARE, from the lookup on) until it commits; the engine's own
-    # transaction becomes a savepoint of this one. See _route_for_call_sql.
-    with transaction.atomic():
-        return _route_run(actor=actor, app_id=app_id, op=op, params=params, kind=kind)
+        return _route_run(actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=None)
+    for _attempt in range(2):
+        try:
+            # A mutation holds its app's storage row (FOR KEY SHARE, from the lookup on) until it commits; the
+            # engine's own transaction becomes a savepoint of this one. See _route_for_call_sql.
+            with transaction.atomic():
+                return _route_run(actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=idempotency_key)
+        except KeyTaken:
+            # A concurrent call with the same key committed first; this one's writes were rolled back. Run again:
+            # this time the lookup finds the first call's result and returns it.
+            continue
+    assert idempotency_key is not None  # KeyTaken comes only with a key
+    raise idempotency_conflict(idempotency_key, clip(op, OP_CHARS))
 
 
 def _route_run(
-    *, actor: Any, app_id: uuid.UUID | str, op: str, params: dict[str, Any] | None, kind: Literal["query", "mutation"]
+    *,
+    actor: Any,
+    app_id: uuid.UUID | str,
+    op: str,
+    params: dict[str, Any] | None,
+    kind: Literal["query", "mutation"],
+    key: IdempotencyKey | None,
 ) -> RouteResult:
     # The hot path: the caller's role, the app, its storage and the route's version in one query.
     found = _route_for_call(actor=actor, app_id=app_id, op=op, hold_storage=kind == "mutation")
@@ -70,6 +97,10 @@ def _route_run(
     role_check(app=app, role=role, need=NEED_FOR_KIND[kind])
     if found.kind != kind:
         raise RouteKindMismatch(op=op, route_kind=found.kind, called_kind=kind)
+    if key is not None:
+        remembered = idempotent_result_find(actor=actor, app=app, op=op, key=key, params=params)
+        if remembered is not None:
+            return RouteResult(value=remembered.value, app=app, replayed=True)
     route_id = found.route_id
     limits = current_limits()
     compiled = compiled_route(
@@ -86,6 +117,8 @@ def _route_run(
         storage_id=found.storage_id,
         limits=limits,
     )
+    if key is not None:  # in the mutation's transaction: remembered exactly when the mutation commits
+        idempotent_result_remember(actor=actor, app=app, op=op, key=key, params=params, value=value)
     return RouteResult(value=value, app=app)
 
 

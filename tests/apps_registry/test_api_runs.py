@@ -146,3 +146,20 @@ def test_a_route_that_breaks_its_output_contract_is_422_not_a_server_fault(api, 
     assert error["kind"] == "invalid_output"
     assert "the app's author must fix the route" in error["message"]
     assert Record.objects.count() == 0
+
+
+def test_an_idempotency_key_header_makes_a_retry_return_the_first_result(api, budget):
+    url = f"/api/apps/{budget.id}/run/add_expense/"
+    body = {"params": {"amount": 2, "category": "tea"}}
+
+    first = api.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="rest-1")
+    retry = api.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="rest-1")
+    changed = api.post(url, {"params": {"amount": 3, "category": "tea"}}, format="json", HTTP_IDEMPOTENCY_KEY="rest-1")
+
+    assert first.json() == retry.json() == {"ok": True, "value": {"id": Record.objects.get().record_id}}
+    assert "Idempotent-Replayed" not in first and retry["Idempotent-Replayed"] == "true"
+    assert changed.status_code == 400
+    assert changed.json()["error"]["message"].startswith(
+        "The idempotency key (Idempotency-Key header) was already used for a call of 'add_expense' with other params"
+    )
+    assert Record.objects.count() == 1
