@@ -18,6 +18,7 @@ from django.db.models import F, QuerySet
 
 from apps_registry.exceptions import AccessDenied, Forbidden, InvalidInput, NotFound, OperationFailed, app_not_found
 from apps_registry.models import App, Invitation, InvitationStatus, Membership, Role
+from apps_registry.values import parse_uuid
 
 Need = Literal["read", "query", "mutate", "author", "own"]
 NEEDS: tuple[Need, ...] = get_args(Need)
@@ -92,10 +93,9 @@ def app_for(*, actor: Any, app_id: uuid.UUID | str, need: Need, for_update: bool
     NotFound (the same for a missing app and an invisible one) or AccessDenied. `for_update` locks the
     app's row until the end of the caller's transaction.
     """
-    try:
-        app_uuid = uuid.UUID(str(app_id))
-    except ValueError:
-        raise app_not_found(app_id) from None
+    app_uuid = parse_uuid(app_id)
+    if app_uuid is None:
+        raise app_not_found(app_id)
     apps = apps_visible_to(actor).filter(pk=app_uuid)
     if for_update:
         apps = apps.select_for_update(of=("self",))

@@ -38,6 +38,7 @@ from apps_registry.services.retention import (
 )
 from apps_registry.services.staff import advisories_resolve, feedback_respond
 from apps_registry.services.tokens import token_revoke
+from apps_registry.values import clip
 
 
 class ReadOnlyAdminMixin:
@@ -183,7 +184,7 @@ class AdvisoryAdmin(admin.ModelAdmin):
 
     @admin.display(description="summary")
     def short_summary(self, obj: Advisory) -> str:
-        return obj.summary if len(obj.summary) <= 90 else obj.summary[:89] + "…"
+        return clip(obj.summary, 90)
 
     @admin.action(description="Resolve selected advisories")
     def resolve_selected(self, request: HttpRequest, queryset: QuerySet[Advisory]) -> None:
@@ -260,7 +261,7 @@ class FeedbackAdmin(admin.ModelAdmin):
 
     @admin.display(description="feedback")
     def short_body(self, obj: Feedback) -> str:
-        return obj.body if len(obj.body) <= 80 else obj.body[:79] + "…"
+        return clip(obj.body, 80)
 
     @admin.display(description="responses", ordering="_responses")
     def response_count(self, obj: Any) -> int:

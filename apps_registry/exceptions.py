@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from apps_registry.values import clip, text_problems
+
 
 class CharmingError(Exception):
     """Base of every error a caller may see. `kind` is the contract's error kind."""
@@ -43,8 +45,13 @@ class InvalidInput(CharmingError):
 
 
 class InvalidOutput(CharmingError):
+    """The route broke its own output contract (its writes were rolled back)."""
+
     kind = "invalid_output"
-    http_status = 500
+    # 422, not 500: the platform did its job and the request was well formed; the app's author wrote a route whose
+    # result does not match its `output` schema. A 5xx would read as a Charming fault (paging operators, inviting
+    # retries) for what is a deterministic author bug that a retry cannot fix. The message says who must fix it.
+    http_status = 422
 
 
 class HandlerError(CharmingError):
@@ -66,7 +73,7 @@ class AppNotFound(NotFound):
     """An app that does not exist *or* that the caller may not see: the two are reported alike."""
 
     def __init__(self, app_id: object) -> None:
-        super().__init__(f"No app with id {app_id} exists or is visible to you.")
+        super().__init__(f"No app with id {clip(app_id)} exists or is visible to you.")
         self.app_id = app_id
 
 
@@ -157,3 +164,16 @@ class InternalError(CharmingError):
 def app_not_found(app_id: object) -> AppNotFound:
     """The one error for an app that does not exist *and* for one the caller may not see."""
     return AppNotFound(app_id)
+
+
+def unstorable_text_refuse(value: object, *, path: str, what: str) -> None:
+    """InvalidInput when `value` (a string or JSON value) holds text no database can store (a NUL character or a
+    lone surrogate), naming each place by its JSON path; the offending text is not quoted back."""
+    problems = text_problems(value, path)
+    if problems:
+        where = "; ".join(f"{p['path']} {p['message']}" for p in problems[:3])
+        raise InvalidInput(
+            f"{what} must be valid Unicode text without NUL characters: {where}. "
+            "Remove those characters and send it again.",
+            errors=problems,
+        )

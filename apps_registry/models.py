@@ -342,3 +342,25 @@ class RedeemedConfirmation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.nonce} (until {self.expires_at:%Y-%m-%d %H:%M})"
+
+
+class IdempotentResult(models.Model):
+    """The result of a mutation run with an idempotency key, so a retry with that key returns it instead of writing
+    again. Scoped to the caller, the app and the route; written in the mutation's own transaction, so it exists
+    exactly when the mutation committed. Kept for CHARMING_IDEMPOTENCY_WINDOW_HOURS."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    app_id = models.UUIDField()  # not a foreign key: the key outlives nothing but must not block deleting the app
+    op = models.CharField(max_length=200)
+    key = models.CharField(max_length=200)
+    params_hash = models.CharField(max_length=64)  # sha256 of the params as canonical JSON
+    value = models.JSONField(null=True)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "app_id", "op", "key"], name="idempotent_result_unique_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.op} in {self.app_id})"

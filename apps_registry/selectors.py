@@ -28,6 +28,7 @@ from apps_registry.models import (
     Storage,
 )
 from apps_registry.oauth.scopes import SCOPES
+from apps_registry.values import parse_uuid
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ class AppSummary:
 
 def app_summary_for_staff(*, app_id: uuid.UUID | str) -> AppSummary | None:
     """Any app (staff see all) with its record, route and member counts; None if there is none."""
-    app = App.objects.select_related("owner").filter(pk=str(app_id)).first() if _is_uuid(app_id) else None
+    app = App.objects.select_related("owner").filter(pk=str(app_id)).first() if parse_uuid(app_id) else None
     if app is None:
         return None
     return AppSummary(
@@ -184,16 +185,6 @@ def storage_usage(storages: QuerySet[Storage]) -> list[StorageUsage]:
 def feedback_sent_by(*, user: Any, app: App) -> QuerySet[Feedback]:
     """The user's own feedback on an app, newest first, with the staff answers prefetched."""
     return Feedback.objects.filter(author=user, app=app).prefetch_related("responses").order_by("-created_at", "-id")
-
-
-def _is_uuid(value: uuid.UUID | str) -> bool:
-    if isinstance(value, uuid.UUID):
-        return True
-    try:
-        uuid.UUID(str(value))
-    except ValueError:
-        return False
-    return True
 
 
 def routes_of(app: App) -> QuerySet[Route]:

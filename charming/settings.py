@@ -129,6 +129,9 @@ LOGGING = {
 CHARMING_PUBLIC_URL = env.str("CHARMING_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
 # How long storage detached by delete_app (without purge_storage) is kept before purge_storage removes it.
 CHARMING_STORAGE_RETENTION_DAYS = env.int("CHARMING_STORAGE_RETENTION_DAYS", default=30)
+# Hours a mutation's idempotency key (MCP _meta "io.charming/idempotency-key", REST Idempotency-Key) is remembered:
+# a retry with the same key within the window gets the first call's result instead of writing again.
+CHARMING_IDEMPOTENCY_WINDOW_HOURS = env.int("CHARMING_IDEMPOTENCY_WINDOW_HOURS", default=24)
 
 # --- Route engine (apps_registry/routes): bounds on what one app's routes may do; see docs/authoring.md#limits ---
 # Each is declared once in apps_registry/routes/limits.py (setting, default, meaning) and read here.

@@ -9,9 +9,11 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from apps_registry.exceptions import InvalidInput
+from apps_registry.values import clip, clip_repr, type_name
 from mcp_tools.registry import TOOLS
 
 EXAMPLE_UUID = "123e4567-e89b-42d3-a456-426614174000"
+MESSAGE_CHARS = 300
 _VALIDATORS = {
     tool.name: Draft202012Validator(tool.contract["inputSchema"], format_checker=Draft202012Validator.FORMAT_CHECKER)
     for tool in TOOLS
@@ -34,10 +36,17 @@ def _message(error: ValidationError) -> str:
     if error.validator == "required":
         return "is required"
     if field == "app_id" and error.validator in ("pattern", "format"):
-        return f"must be an app's UUID as list_apps returns it (e.g. {EXAMPLE_UUID}), got {error.instance!r}"
+        return f"must be an app's UUID as list_apps returns it (e.g. {EXAMPLE_UUID}), got {clip_repr(error.instance)}"
     if error.validator == "type":
-        return f"must be of type {error.validator_value}, got {type(error.instance).__name__}"
-    return error.message
+        return f"must be of type {error.validator_value}, got {type_name(error.instance)}"
+    if error.validator == "maxLength" and isinstance(error.instance, str):
+        return f"must be at most {error.validator_value} characters, got {len(error.instance)}"
+    if error.validator == "minLength" and isinstance(error.instance, str):
+        return f"must be at least {error.validator_value} characters, got {len(error.instance)}"
+    if error.validator in ("pattern", "format"):
+        return f"{clip_repr(error.instance)} does not match the expected {error.validator}"
+    # jsonschema's own wording quotes the whole value: a caller's 100 KB string is not sent back.
+    return clip(error.message, MESSAGE_CHARS)
 
 
 def arguments_check(tool: str, arguments: dict[str, Any] | None) -> dict[str, Any]:

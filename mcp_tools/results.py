@@ -24,9 +24,11 @@ from apps_registry.exceptions import (
     RouteNotFound,
     RouteRemoved,
 )
+from apps_registry.redaction import RedactingFilter, redact_error
 from apps_registry.services.advisories import AdvisoryNote
 
 logger = logging.getLogger(__name__)
+logger.addFilter(RedactingFilter())
 
 INTERNAL_ERROR_MESSAGE = "Internal error: the server failed to handle this call; it has been logged. Try again later."
 TOOL_FOR_KIND = {"query": "query_app", "mutation": "mutate_app"}
@@ -106,6 +108,8 @@ def envelope_ok(
 
 
 def envelope_error(error: dict[str, Any], *, advisories: list[dict[str, Any]] | None = None) -> types.CallToolResult:
+    """An error envelope; secrets in the error (message, errors[], details) are redacted here, for every tool."""
+    error = redact_error(error)
     structured: dict[str, Any] = {"ok": False, "error": error}
     if advisories:
         structured["advisories"] = advisories
@@ -118,6 +122,7 @@ def plain_ok(structured: dict[str, Any], text: str) -> types.CallToolResult:
 
 def plain_error(error: dict[str, Any], *, advisories: list[dict[str, Any]] | None = None) -> types.CallToolResult:
     """An error result carried by content alone (delete_app: its output schema describes success only)."""
+    error = redact_error(error)
     return _result(error_text(error) + advisories_text(advisories or []), None, is_error=True)
 
 

@@ -22,9 +22,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from apps_registry.redaction import redact
+from apps_registry.values import clip_repr
 from mcp_tools.arguments import arguments_check
 from mcp_tools.auth import current_caller
-from mcp_tools.confirmation import confirmation_ttl_seconds, state_key
+from mcp_tools.confirmation import STATE_SEAL_GRACE_SECONDS, confirmation_ttl_seconds, state_key
 from mcp_tools.registry import TOOLS, tool_named
 from mcp_tools.results import error_result
 from mcp_tools.tools import ToolCall, ToolResult
@@ -62,7 +64,8 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     tool = tool_named(params.name)
     if tool is None:
         available = ", ".join(t.name for t in TOOLS)
-        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name!r}. Available: {available}.")
+        shown = clip_repr(redact(params.name))
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {shown}. Available: {available}.")
     envelope = tool.answers_envelope
     caller = current_caller.get()
     if caller is None:  # the ASGI auth wrapper always sets it; fail closed if it did not
@@ -90,10 +93,13 @@ def server_build() -> Server[Any]:
         on_call_tool=call_tool,
         get_tool_input_schema=_input_schema,
     )
-    # Seals delete_app's requestState (2026-07-28): AES-GCM, bound to tool, arguments, user and expiry.
+    # Seals delete_app's requestState (2026-07-28): AES-GCM, bound to tool, arguments, user and expiry. The seal
+    # outlives the confirmation by a grace period, so an expired prompt reaches mcp_tools.confirmation and gets its
+    # confirmation_required "expired, call again" rather than the SDK's bare -32602.
+    seal_ttl = float(confirmation_ttl_seconds() + STATE_SEAL_GRACE_SECONDS)
     server.middleware.append(
         RequestStateBoundary(
-            RequestStateSecurity(keys=[state_key()], ttl=float(confirmation_ttl_seconds())),
+            RequestStateSecurity(keys=[state_key()], ttl=seal_ttl),
             default_audience=SERVER_NAME,
         )
     )

@@ -16,7 +16,12 @@ from rest_framework.views import APIView
 from apps_registry.models import App
 from apps_registry.routes.advisories import AUTHORING_KINDS
 from apps_registry.selectors import advisories_open_for, routes_of
-from apps_registry.services.definitions import app_definition_clear, app_definition_export, app_definition_save
+from apps_registry.services.definitions import (
+    app_definition_clear,
+    app_definition_export,
+    app_definition_put,
+    app_definition_save,
+)
 
 
 class SavedRouteSerializer(serializers.Serializer):
@@ -58,8 +63,8 @@ class DefinitionCreateView(APIView):
 
 
 class DefinitionView(APIView):
-    """GET/PUT/DELETE /api/apps/<app_id>/definition/: read, replace (or create with this id), or
-    clear the routes of an app you may author. Clearing keeps the app and its records."""
+    """GET/PUT/DELETE /api/apps/<app_id>/definition/: read, replace (200; or create with an id no app ever had,
+    201), or clear the routes of an app you may author. Clearing keeps the app and its records."""
 
     OutputSerializer = SavedAppSerializer
 
@@ -68,8 +73,11 @@ class DefinitionView(APIView):
         return Response({"ok": True, "value": app_definition_export(actor=request.user, app_id=app_id)})
 
     def put(self, request: Request, app_id: str) -> Response:
-        app = app_definition_save(actor=request.user, definition=request.data, app_id=app_id)
-        return Response({"ok": True, "value": self.OutputSerializer(app).data})
+        # Creating at a client-chosen id is allowed only for an id no app ever had; any other id you cannot
+        # author is answered like an app you cannot see (docs/authoring.md, "Client-chosen ids").
+        app, created = app_definition_put(actor=request.user, definition=request.data, app_id=app_id)
+        answered = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response({"ok": True, "value": self.OutputSerializer(app).data}, status=answered)
 
     def delete(self, request: Request, app_id: str) -> Response:
         app = app_definition_clear(actor=request.user, app_id=app_id)

@@ -11,9 +11,11 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from apps_registry.exceptions import AppNotFound, CharmingError, InternalError, RouteKindMismatch
+from apps_registry.redaction import RedactingFilter, redact_error
 from apps_registry.services.tokens import MISSING_TOKEN_MESSAGE
 
 logger = logging.getLogger(__name__)
+logger.addFilter(RedactingFilter())
 
 
 def error_message(exc: CharmingError) -> str:
@@ -30,7 +32,8 @@ def error_message(exc: CharmingError) -> str:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, CharmingError):
-        return Response({"ok": False, "error": exc.as_envelope_error(error_message(exc))}, status=exc.http_status)
+        envelope_error = redact_error(exc.as_envelope_error(error_message(exc)))
+        return Response({"ok": False, "error": envelope_error}, status=exc.http_status)
     response = drf_exception_handler(exc, context)
     if response is not None:
         detail = response.data.get("detail") if isinstance(response.data, dict) else None
@@ -41,7 +44,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         error: dict[str, Any] = {"kind": "unauthenticated" if response.status_code == 401 else kind, "message": message}
         if detail is None:
             error["errors"] = response.data
-        response.data = {"ok": False, "error": error}
+        response.data = {"ok": False, "error": redact_error(error)}
         return response
     logger.exception("Unexpected error in %s", context.get("view"))
     return Response(

@@ -10,7 +10,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps_registry.api.serializers import StrictInputSerializer, input_validated
-from apps_registry.services.advisories import AdvisoryNote, advisories_deliver
+from apps_registry.services.advisories import AdvisoryNote, advisories_after_commit
+from apps_registry.services.idempotency import idempotency_key_check
 from apps_registry.services.routes import route_run
 
 
@@ -42,6 +43,8 @@ class RouteRunView(APIView):
     Answers the envelope: {"ok": true, "value": ..., "advisories"?: [...]} or {"ok": false, "error": {...}}.
     A successful run carries the app's advisories, as the tools' results do (a staff answer to the caller's
     feedback is delivered once, on whichever transport comes first).
+    A mutation with an `Idempotency-Key` header that already committed returns that first result (with the header
+    `Idempotent-Replayed: true`) instead of writing again (docs/mcp.md, "Retries").
     """
 
     class InputSerializer(StrictInputSerializer):
@@ -66,6 +69,19 @@ class RouteRunView(APIView):
 
     def post(self, request: Request, app_id: str, op: str) -> Response:
         data = input_validated(self.InputSerializer, request.data)
-        result = route_run(actor=request.user, app_id=app_id, op=op, params=data.get("params"), kind=data["kind"])
-        notes = advisories_deliver(actor=request.user, app=result.app)
-        return Response(with_advisories({"ok": True, "value": result.value}, notes))
+        key = None
+        if data["kind"] == "mutation":
+            key = idempotency_key_check(request.headers.get("Idempotency-Key"), source="Idempotency-Key header")
+        result = route_run(
+            actor=request.user,
+            app_id=app_id,
+            op=op,
+            params=data.get("params"),
+            kind=data["kind"],
+            idempotency_key=key,
+        )
+        notes = advisories_after_commit(actor=request.user, app=result.app)
+        response = Response(with_advisories({"ok": True, "value": result.value}, notes))
+        if result.replayed:
+            response["Idempotent-Replayed"] = "true"
+        return response

@@ -12,6 +12,7 @@ from typing import Any
 from rest_framework import serializers
 
 from apps_registry.exceptions import InvalidInput
+from apps_registry.values import type_name
 
 
 class StrictInputSerializer(serializers.Serializer):
@@ -29,7 +30,7 @@ def input_validated(serializer_class: type[StrictInputSerializer], data: Any) ->
     if not isinstance(data, dict):
         raise InvalidInput(
             f"Send a JSON object like {serializer_class.example}.",
-            errors=[{"path": "$", "message": f"expected an object, got {type(data).__name__}"}],
+            errors=[{"path": "$", "message": f"expected an object, got {type_name(data)}"}],
         )
     serializer = serializer_class(data=data)
     unknown = sorted(set(data) - set(serializer.fields))

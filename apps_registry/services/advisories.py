@@ -7,6 +7,7 @@ Each transport shapes the notes for its own callers (mcp_tools.results for the t
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,9 @@ from apps_registry.access import app_for
 from apps_registry.exceptions import NotFound
 from apps_registry.models import Advisory, App, FeedbackResponse
 from apps_registry.selectors import advisories_open_for
+from apps_registry.values import clip
+
+logger = logging.getLogger(__name__)
 
 FEEDBACK_RESPONSE_KIND = "feedback-response"
 
@@ -47,7 +51,7 @@ def _stored_note(advisory: Advisory) -> AdvisoryNote:
 
 def _feedback_response_note(response: FeedbackResponse, app: App) -> AdvisoryNote:
     feedback = response.feedback
-    excerpt = feedback.body if len(feedback.body) <= 120 else feedback.body[:117] + "..."
+    excerpt = clip(feedback.body, 120)
     sent = f"{feedback.created_at:%Y-%m-%d}"
     return AdvisoryNote(
         kind=FEEDBACK_RESPONSE_KIND,
@@ -64,6 +68,19 @@ def _feedback_response_note(response: FeedbackResponse, app: App) -> AdvisoryNot
             "responded_at": response.created_at.isoformat(),
         },
     )
+
+
+def advisories_after_commit(
+    *, actor: Any, app: App | None = None, app_id: uuid.UUID | str | None = None
+) -> list[AdvisoryNote]:
+    """advisories_deliver for a result whose work is done (committed, or failed on its own): a failure to read
+    the advisories is logged and answered with none, so it never turns that result into another one."""
+    try:
+        return advisories_deliver(actor=actor, app=app, app_id=app_id)
+    except Exception:
+        # The caller's write has committed: reporting it as failed would invite a second write.
+        logger.exception("Advisories for app %s could not be delivered; the result goes without them", app or app_id)
+        return []
 
 
 @transaction.atomic

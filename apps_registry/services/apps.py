@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps_registry.access import app_for
+from apps_registry.exceptions import ConfirmationRequired
 from apps_registry.models import App, AuditEvent, Membership, Role, Storage
 
 
@@ -57,12 +58,26 @@ def retention_days() -> int:
 
 
 @transaction.atomic
-def app_delete(*, actor: Any, app_id: uuid.UUID | str, purge_storage: bool, confirmed_via: str) -> DeletionResult:
+def app_delete(
+    *,
+    actor: Any,
+    app_id: uuid.UUID | str,
+    purge_storage: bool,
+    confirmed_via: str,
+    created_at: datetime | None = None,
+) -> DeletionResult:
     """Delete an app the actor owns. Its storage is purged, or detached and retained.
 
     `confirmed_via` records how the user confirmed ("elicitation", "confirm_parameter", "admin", "command").
+    `created_at`, when given, is the creation time of the app the user confirmed deleting: an app since deleted and
+    created again under the same id is another app, and is refused (ConfirmationRequired).
     """
     app, _role = app_for(actor=actor, app_id=app_id, need="own", for_update=True)
+    if created_at is not None and app.created_at != created_at:
+        raise ConfirmationRequired(
+            f"The confirmation was given for another app that had the id {app.id}; app '{app.name}' is not the one "
+            "the user confirmed deleting. Nothing was deleted; call delete_app again to ask about this app."
+        )
     storage = Storage.objects.select_for_update().filter(app=app).first()
     records_purged = 0
     retained_until = None

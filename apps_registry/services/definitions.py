@@ -6,26 +6,26 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from apps_registry.access import app_for
-from apps_registry.exceptions import InvalidDefinition
-from apps_registry.models import Advisory, App, Route
+from apps_registry.exceptions import InvalidDefinition, app_not_found, unstorable_text_refuse
+from apps_registry.models import Advisory, App, AuditEvent, Route, Storage
 from apps_registry.routes import cache
 from apps_registry.routes.advisories import AUTHORING_KINDS, DOC_URL, authoring_advisories
 from apps_registry.routes.compiler import DefinitionParts, check_definition
 from apps_registry.routes.limits import current_limits
 from apps_registry.services.apps import app_create
+from apps_registry.values import clip_repr, first_problems, parse_uuid
 
 
 def definition_check(*, definition: Any) -> DefinitionParts:
     """The checked parts of a definition, or InvalidDefinition listing every problem with its path."""
+    unstorable_text_refuse(definition, path="$", what="The app definition")
     parts, problems = check_definition(definition, current_limits())
     if problems or parts is None:
-        first = "; ".join(f"{p.path}: {p.message}" for p in problems[:3])
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise InvalidDefinition(
-            f"The app definition has {len(problems)} problem(s); nothing was saved. {first}{more}",
+            f"The app definition has {len(problems)} problem(s); nothing was saved. {first_problems(problems)}",
             errors=[p.as_dict() for p in problems],
         )
     return parts
@@ -37,9 +37,21 @@ def app_definition_save(*, actor: Any, definition: Any, app_id: uuid.UUID | str 
     A definition that does not validate is refused whole (InvalidDefinition); nothing is saved.
     Only routes whose content changed get a new version, so only they are recompiled.
     """
+    app, _created = app_definition_put(actor=actor, definition=definition, app_id=app_id)
+    return app
+
+
+def app_definition_put(*, actor: Any, definition: Any, app_id: uuid.UUID | str | None = None) -> tuple[App, bool]:
+    """app_definition_save, also saying whether the app was created (True) or its definition replaced (False).
+
+    An id chosen by the caller creates an app only if no app ever had it: an id in use by an app the actor cannot
+    see, or once used by a deleted app (its retained storage or its audit trail remembers it), is answered exactly
+    like an app the actor cannot see (NotFound), so the answer tells nothing about that app and nobody can claim
+    the id of a deleted app (docs/authoring.md).
+    """
     parts = definition_check(definition=definition)
     with transaction.atomic():
-        app = _app_for_save(actor=actor, app_id=app_id, parts=parts)
+        app, created = _app_for_save(actor=actor, app_id=app_id, parts=parts)
         changed = _sync_routes(app=app, parts=parts)
         Advisory.objects.filter(app=app, kind__in=AUTHORING_KINDS).delete()
         Advisory.objects.bulk_create(
@@ -55,28 +67,43 @@ def app_definition_save(*, actor: Any, definition: Any, app_id: uuid.UUID | str 
             for draft in authoring_advisories(parts, current_limits())
         )
     cache.forget(changed)
-    return app
+    return app, created
 
 
-def _app_for_save(*, actor: Any, app_id: uuid.UUID | str | None, parts: DefinitionParts) -> App:
+def _id_ever_used(app_uuid: uuid.UUID) -> bool:
+    """Whether any app has had this id: one now, a deleted one's retained storage, or the audit trail."""
+    return (
+        App.objects.filter(pk=app_uuid).exists()
+        or Storage.objects.filter(app_uuid=app_uuid).exists()
+        or AuditEvent.objects.filter(app_id=app_uuid).exists()
+    )
+
+
+def _app_for_save(*, actor: Any, app_id: uuid.UUID | str | None, parts: DefinitionParts) -> tuple[App, bool]:
     if app_id is not None:
-        try:
-            app_uuid = uuid.UUID(str(app_id))
-        except ValueError:
+        app_uuid = parse_uuid(app_id)
+        if app_uuid is None:
             raise InvalidDefinition(
-                f"app_id {app_id!r} is not a UUID.", errors=[{"path": "app_id", "message": "must be a UUID"}]
-            ) from None
-        # An unused id creates the app; an id in use needs the right to author that app.
+                f"app_id {clip_repr(app_id)} is not a UUID.", errors=[{"path": "app_id", "message": "must be a UUID"}]
+            )
+        # An id in use needs the right to author that app; an id never used creates the app.
         if App.objects.filter(pk=app_uuid).exists():
             app, _role = app_for(actor=actor, app_id=app_uuid, need="author", for_update=True)
             app.name, app.description, app.collections = parts.name, parts.description, parts.collections
             app.save(update_fields=["name", "description", "collections", "updated_at"])
-            return app
-        app_id = app_uuid
-    app = app_create(owner=actor, name=parts.name, description=parts.description, app_id=app_id)
+            return app, False
+        if _id_ever_used(app_uuid):
+            raise app_not_found(app_id)
+        try:
+            with transaction.atomic():
+                app = app_create(owner=actor, name=parts.name, description=parts.description, app_id=app_uuid)
+        except IntegrityError:  # another request created an app with this id since the check
+            raise app_not_found(app_id) from None
+    else:
+        app = app_create(owner=actor, name=parts.name, description=parts.description)
     app.collections = parts.collections
     app.save(update_fields=["collections"])
-    return app
+    return app, True
 
 
 def _sync_routes(*, app: App, parts: DefinitionParts) -> list[int]:

@@ -8,8 +8,9 @@ from typing import Any
 from django.db import transaction
 
 from apps_registry.access import app_for
-from apps_registry.exceptions import InvalidInput
+from apps_registry.exceptions import InvalidInput, unstorable_text_refuse
 from apps_registry.models import Feedback
+from apps_registry.values import type_name
 
 FEEDBACK_MAX_CHARS = 5000
 
@@ -25,8 +26,9 @@ def feedback_send(*, actor: Any, app_id: uuid.UUID | str, body: str) -> Feedback
     if not isinstance(body, str):
         raise InvalidInput(
             "Feedback body must be a string of text.",
-            errors=[{"path": "$.body", "message": f"expected a string, got {type(body).__name__}"}],
+            errors=[{"path": "$.body", "message": f"expected a string, got {type_name(body)}"}],
         )
+    unstorable_text_refuse(body, path="$.body", what="Feedback body")
     text = body.strip()
     if not text:
         raise InvalidInput(

@@ -21,6 +21,7 @@ from django.utils import timezone
 from apps_registry.exceptions import Forbidden, InvalidInput, NotFound, OperationFailed
 from apps_registry.models import App, Record, Storage
 from apps_registry.services.apps import audit_record, retention_days
+from apps_registry.values import clip, clip_repr, parse_uuid
 
 DEFAULT_BATCH_SIZE = 1000
 # Called after each committed batch with (records deleted so far in this run, records present at the start).
@@ -334,7 +335,7 @@ def _check_batch_size(batch_size: int) -> None:
 
 
 def _uuid(value: uuid.UUID | str, what: str) -> str:
-    try:
-        return str(uuid.UUID(str(value)))
-    except ValueError:
-        raise NotFound(f"No {what} with id {value} exists: {value!r} is not a UUID.") from None
+    parsed = parse_uuid(value)
+    if parsed is None:
+        raise NotFound(f"No {what} with id {clip(value)} exists: {clip_repr(value)} is not a UUID.")
+    return str(parsed)

@@ -6,24 +6,42 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from django.db import connection
+from django.db import connection, transaction
 
 from apps_registry.access import Need, app_for, role_check
-from apps_registry.exceptions import OperationFailed, RouteKindMismatch, RouteNotFound, RouteRemoved
+from apps_registry.exceptions import (
+    OperationFailed,
+    RouteKindMismatch,
+    RouteNotFound,
+    RouteRemoved,
+    unstorable_text_refuse,
+)
 from apps_registry.models import App, Membership, Route, Storage
 from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import run_route
 from apps_registry.routes.storage import SqlStore
+from apps_registry.services.idempotency import (
+    IdempotencyKey,
+    KeyTaken,
+    idempotency_conflict,
+    idempotent_result_find,
+    idempotent_result_remember,
+)
+from apps_registry.values import clip, parse_uuid
 
 # What running a route of each kind needs (apps_registry.access decides which roles have it).
 NEED_FOR_KIND: dict[str, Need] = {"query": "query", "mutation": "mutate"}
+
+# An op name as quoted in a message: its first 100 characters and an ellipsis, not a caller's 100 KB string.
+OP_CHARS = 101
 
 
 @dataclass(frozen=True)
 class RouteResult:
     value: Any  # the validated return value of the route (JSON-compatible)
     app: App  # the app the route ran in (for advisories)
+    replayed: bool = False  # the remembered result of an earlier call with the same idempotency key
 
 
 def route_run(
@@ -33,19 +51,57 @@ def route_run(
     op: str,
     params: dict[str, Any] | None,
     kind: Literal["query", "mutation"],
+    idempotency_key: IdempotencyKey | None = None,
 ) -> RouteResult:
-    """Run route `op` of app `app_id` as `actor`. Raises only apps_registry.exceptions errors."""
+    """Run route `op` of app `app_id` as `actor`. Raises only apps_registry.exceptions errors.
+
+    A mutation with an `idempotency_key` already committed (same caller, app, route, params) within the window
+    returns that first call's result (`replayed`) instead of running again; queries ignore the key.
+    """
+    unstorable_text_refuse(op, path="$.op", what="The route name (op)")
+    unstorable_text_refuse(params, path="$.params", what="The params")
+    if kind == "query":
+        return _route_run(actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=None)
+    for _attempt in range(2):
+        try:
+            # A mutation holds its app's storage row (FOR KEY SHARE, from the lookup on) until it commits; the
+            # engine's own transaction becomes a savepoint of this one. See _route_for_call_sql.
+            with transaction.atomic():
+                return _route_run(actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=idempotency_key)
+        except KeyTaken:
+            # A concurrent call with the same key committed first; this one's writes were rolled back. Run again:
+            # this time the lookup finds the first call's result and returns it.
+            continue
+    assert idempotency_key is not None  # KeyTaken comes only with a key
+    raise idempotency_conflict(idempotency_key, clip(op, OP_CHARS))
+
+
+def _route_run(
+    *,
+    actor: Any,
+    app_id: uuid.UUID | str,
+    op: str,
+    params: dict[str, Any] | None,
+    kind: Literal["query", "mutation"],
+    key: IdempotencyKey | None,
+) -> RouteResult:
     # The hot path: the caller's role, the app, its storage and the route's version in one query.
-    found = _route_for_call(actor=actor, app_id=app_id, op=op)
+    found = _route_for_call(actor=actor, app_id=app_id, op=op, hold_storage=kind == "mutation")
     if found is None:
         # NotFound for missing and invisible apps, AccessDenied for a role without the need.
         app, role = app_for(actor=actor, app_id=app_id, need=NEED_FOR_KIND[kind])
         names = list(Route.objects.filter(app=app).order_by("name").values_list("name", "kind"))
-        raise RouteNotFound(app_id=app.id, app_name=app.name, op=_clip(op), routes=names)
+        if any(name == op for name, _kind in names):  # the route is there: its storage is not
+            raise _no_storage(app)
+        raise RouteNotFound(app_id=app.id, app_name=app.name, op=clip(op, OP_CHARS), routes=names)
     app, role = found.app, found.role
     role_check(app=app, role=role, need=NEED_FOR_KIND[kind])
     if found.kind != kind:
         raise RouteKindMismatch(op=op, route_kind=found.kind, called_kind=kind)
+    if key is not None:
+        remembered = idempotent_result_find(actor=actor, app=app, op=op, key=key, params=params)
+        if remembered is not None:
+            return RouteResult(value=remembered.value, app=app, replayed=True)
     route_id = found.route_id
     limits = current_limits()
     compiled = cached_route(route_id=route_id, version=found.version, limits=limits)
@@ -60,6 +116,8 @@ def route_run(
         store=SqlStore(storage_id=found.storage_id, max_bytes=limits.record_bytes),
         limits=limits,
     )
+    if key is not None:  # in the mutation's transaction: remembered exactly when the mutation commits
+        idempotent_result_remember(actor=actor, app=app, op=op, key=key, params=params, value=value)
     return RouteResult(value=value, app=app)
 
 
@@ -73,37 +131,46 @@ class _RouteForCall:
     storage_id: uuid.UUID
 
 
-_ROUTE_FOR_CALL_SQL: str | None = None
+_ROUTE_FOR_CALL_SQL: dict[bool, str] = {}
 
 
-def _route_for_call_sql() -> str:
+def _route_for_call_sql(*, hold_storage: bool) -> str:
     # Hand-written once: building this join with the ORM cost ~5x a call's CEL and validation together.
     # It joins the caller's membership (as apps_registry.access.apps_visible_to does) and reads the role;
     # whether that role may run the route is still decided by access.role_check.
-    global _ROUTE_FOR_CALL_SQL
-    if _ROUTE_FOR_CALL_SQL is None:
+    #
+    # hold_storage (a mutation, in its transaction): the storage row is locked FOR KEY SHARE before any record.
+    # A mutation's record writes take that lock anyway for their foreign key, but only at COMMIT (the constraint is
+    # deferred), after they hold record rows; app_delete and the purges lock the storage row first, then delete the
+    # records: each waited for the other, a deadlock. Locking it here puts everyone in one order, storage then
+    # records. KEY SHARE does not conflict with itself, so mutations of one app still run side by side; a delete
+    # (FOR UPDATE) waits for them, or they for it, and then find the app gone (the row no longer joins).
+    if hold_storage not in _ROUTE_FOR_CALL_SQL:
         quote = connection.ops.quote_name
         route, app, membership, storage = (quote(model._meta.db_table) for model in (Route, App, Membership, Storage))
-        _ROUTE_FOR_CALL_SQL = (
+        lock = " FOR KEY SHARE OF s" if hold_storage and connection.vendor == "postgresql" else ""
+        _ROUTE_FOR_CALL_SQL[hold_storage] = (
             "SELECT a.*, r.id AS route_pk, r.version AS route_version, r.updated_at AS route_updated_at, "
             "r.kind AS route_kind, m.role AS caller_role, s.id AS storage_pk "
             f"FROM {route} r JOIN {app} a ON a.id = r.app_id "
             f"JOIN {membership} m ON m.app_id = a.id AND m.user_id = %s "
-            f"LEFT JOIN {storage} s ON s.app_id = a.id "
-            "WHERE r.app_id = %s AND r.name = %s LIMIT 1"
+            # An inner join when locking: PostgreSQL locks no row on the nullable side of an outer join.
+            f"{'JOIN' if hold_storage else 'LEFT JOIN'} {storage} s ON s.app_id = a.id "
+            f"WHERE r.app_id = %s AND r.name = %s LIMIT 1{lock}"
         )
-    return _ROUTE_FOR_CALL_SQL
+    return _ROUTE_FOR_CALL_SQL[hold_storage]
 
 
-def _route_for_call(*, actor: Any, app_id: uuid.UUID | str, op: str) -> _RouteForCall | None:
+def _route_for_call(
+    *, actor: Any, app_id: uuid.UUID | str, op: str, hold_storage: bool = False
+) -> _RouteForCall | None:
     """The app (a model instance), the route's id, version and kind, the caller's role and the storage,
     in one query; None when the app is invisible or missing, or has no such route."""
-    try:
-        app_uuid = uuid.UUID(str(app_id))
-    except ValueError:
+    app_uuid = parse_uuid(app_id)
+    if app_uuid is None:
         return None
     params = [actor.pk, App._meta.pk.get_db_prep_value(app_uuid, connection), op]  # type: ignore[union-attr]
-    for app in App.objects.raw(_route_for_call_sql(), params):
+    for app in App.objects.raw(_route_for_call_sql(hold_storage=hold_storage), params):
         extra: Any = app
         return _RouteForCall(
             app=app,
@@ -116,20 +183,21 @@ def _route_for_call(*, actor: Any, app_id: uuid.UUID | str, op: str) -> _RouteFo
     return None
 
 
+def _no_storage(app: App) -> OperationFailed:
+    return OperationFailed(f"App '{app.name}' has no storage for its records; ask staff to look at it.")
+
+
 def _storage_uuid(value: Any, app: App) -> uuid.UUID:
     if value is None:  # every app gets its storage when created; only a damaged database lacks it
-        raise OperationFailed(f"App '{app.name}' has no storage for its records; ask staff to look at it.")
-    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+        raise _no_storage(app)
+    storage_uuid = parse_uuid(value if isinstance(value, uuid.UUID) else str(value))
+    if storage_uuid is None:
+        raise OperationFailed(f"App '{app.name}' has a damaged storage id; ask staff to look at it.")
+    return storage_uuid
 
 
 def _route_or_unknown(route_id: int, op: str) -> Route:
     route = Route.objects.filter(pk=route_id).first()
     if route is None:  # removed by a save since this call looked it up
-        raise RouteRemoved(op=_clip(op))
+        raise RouteRemoved(op=clip(op, OP_CHARS))
     return route
-
-
-def _clip(op: Any) -> str:
-    """An op name as quoted in a message: a caller's 100 KB string is not echoed back."""
-    text = str(op)
-    return text if len(text) <= 100 else text[:100] + "…"

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from apps_registry.exceptions import AccessDenied, ConfirmationRequired
-from apps_registry.services.advisories import advisories_deliver
+from apps_registry.services.advisories import advisories_after_commit
 from apps_registry.services.apps import DeletionResult, app_delete, app_delete_check, retention_days
 from mcp_tools.confirmation import confirmation_state_new, confirmation_state_redeem, confirmation_ttl_seconds
 from mcp_tools.results import advisories_as_contract, plain_error, plain_ok
@@ -42,16 +44,21 @@ NOT_OWNER_MESSAGE = "Only the app's owner can delete it; you are {role}, not the
 class Target:
     app_id: str
     name: str
+    created_at: datetime  # which app: an id deleted and used again names another one
+
+    @property
+    def created(self) -> str:
+        return self.created_at.isoformat()
 
 
 def _target(user: Any, app_id: str) -> Target:
     app = app_delete_check(actor=user, app_id=app_id)
-    return Target(app_id=str(app.id), name=app.name)
+    return Target(app_id=str(app.id), name=app.name, created_at=app.created_at)
 
 
 def _not_owner(user: Any, app_id: str, refusal: AccessDenied) -> ToolResult:
     # Advisories only where the call ends without deleting; delivering them marks answers read.
-    advisories = advisories_as_contract(advisories_deliver(actor=user, app_id=app_id))
+    advisories = advisories_as_contract(advisories_after_commit(actor=user, app_id=app_id))
     role = "an editor" if refusal.role == "editor" else f"a {refusal.role}"
     return plain_error(refusal.as_envelope_error(NOT_OWNER_MESSAGE.format(role=role)), advisories=advisories)
 
@@ -76,9 +83,17 @@ def _deleted_text(result: DeletionResult) -> str:
 
 
 async def _delete(call: ToolCall, target: Target, purge_storage: bool, confirmed_via: str) -> ToolResult:
-    result = await db(
-        app_delete, actor=call.user, app_id=target.app_id, purge_storage=purge_storage, confirmed_via=confirmed_via
-    )
+    try:
+        result = await db(
+            app_delete,
+            actor=call.user,
+            app_id=target.app_id,
+            purge_storage=purge_storage,
+            confirmed_via=confirmed_via,
+            created_at=target.created_at,
+        )
+    except ConfirmationRequired as refusal:
+        return plain_error(refusal.as_envelope_error())
     return plain_ok({"ok": True, "id": str(result.app_id), "deleted": True}, _deleted_text(result))
 
 
@@ -132,7 +147,7 @@ async def handle(call: ToolCall) -> ToolResult:
                     )
                 },
                 request_state=confirmation_state_new(
-                    user_id=call.user.pk, app_id=target.app_id, purge_storage=purge_storage
+                    user_id=call.user.pk, app_id=target.app_id, app_created=target.created, purge_storage=purge_storage
                 ),
             )
         try:
@@ -141,6 +156,7 @@ async def handle(call: ToolCall) -> ToolResult:
                 state,
                 user_id=call.user.pk,
                 app_id=target.app_id,
+                app_created=target.created,
                 purge_storage=purge_storage,
             )
         except ConfirmationRequired as refusal:
@@ -161,6 +177,12 @@ async def handle(call: ToolCall) -> ToolResult:
             return _refused(
                 f"The user did not answer the confirmation prompt within {timeout} seconds; nothing was deleted. "
                 "Call delete_app again to ask once more."
+            )
+        except ValidationError:
+            # The SDK checks the client's answer against ElicitResult and raises this, not an MCPError.
+            return _refused(
+                "The client's answer to the confirmation prompt is not an elicitation result (it needs an "
+                "'action', and 'content' with 'confirm'); nothing was deleted. Call delete_app again to ask once more."
             )
         except MCPError as failure:
             return _refused(

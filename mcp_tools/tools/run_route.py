@@ -6,28 +6,46 @@ import json
 from typing import Any, Literal
 
 from apps_registry.exceptions import CharmingError
-from apps_registry.services.advisories import advisories_deliver
+from apps_registry.services.advisories import advisories_after_commit
+from apps_registry.services.idempotency import idempotency_key_check
 from apps_registry.services.routes import route_run
 from mcp_tools.results import advisories_as_contract, envelope_ok, error_result
 from mcp_tools.tools import ToolCall, ToolResult, db
 
+IDEMPOTENCY_META_KEY = "io.charming/idempotency-key"
+
 
 def _run(
-    user: Any, app_id: str, op: str, params: dict[str, Any] | None, kind: Literal["query", "mutation"]
-) -> tuple[Any, CharmingError | None, list[dict[str, Any]]]:
+    user: Any,
+    app_id: str,
+    op: str,
+    params: dict[str, Any] | None,
+    kind: Literal["query", "mutation"],
+    meta: dict[str, Any],
+) -> tuple[Any, CharmingError | None, list[dict[str, Any]], bool]:
     try:
-        result = route_run(actor=user, app_id=app_id, op=op, params=params, kind=kind)
+        key = None
+        if kind == "mutation":
+            key = idempotency_key_check(meta.get(IDEMPOTENCY_META_KEY), source=f"_meta.{IDEMPOTENCY_META_KEY}")
+        result = route_run(actor=user, app_id=app_id, op=op, params=params, kind=kind, idempotency_key=key)
     except CharmingError as error:
-        return None, error, advisories_as_contract(advisories_deliver(actor=user, app_id=app_id))
-    return result.value, None, advisories_as_contract(advisories_deliver(actor=user, app=result.app))
+        return None, error, advisories_as_contract(advisories_after_commit(actor=user, app_id=app_id)), False
+    notes = advisories_as_contract(advisories_after_commit(actor=user, app=result.app))
+    return result.value, None, notes, result.replayed
 
 
 async def _handle(call: ToolCall, kind: Literal["query", "mutation"]) -> ToolResult:
     args = call.arguments
-    value, error, advisories = await db(_run, call.user, args["app_id"], args["op"], args.get("params"), kind)
+    meta = dict(call.params.meta or {})
+    value, error, advisories, replayed = await db(
+        _run, call.user, args["app_id"], args["op"], args.get("params"), kind, meta
+    )
     if error is not None:
         return error_result(error, envelope=True, advisories=advisories)
-    text = f"{args['op']} returned:\n" + json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    head = f"{args['op']} returned:\n"
+    if replayed:
+        head = f"{args['op']} already ran with this idempotency key; nothing was written again. Its result was:\n"
+    text = head + json.dumps(value, ensure_ascii=False, indent=2, default=str)
     return envelope_ok(value, advisories=advisories, text=text)
 
 

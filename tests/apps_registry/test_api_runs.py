@@ -112,3 +112,54 @@ def test_a_run_carries_the_apps_advisories_and_delivers_a_staff_answer_once(api,
     assert [a["kind"] for a in second["advisories"]] == ["find-without-limit"]
     answer.refresh_from_db()
     assert answer.read_at is not None
+
+
+def test_a_committed_run_answers_200_when_its_advisories_fail(api, budget, monkeypatch):
+    from apps_registry.services import advisories as advisories_service
+
+    def fail(app):
+        raise RuntimeError("advisory query failed")
+
+    monkeypatch.setattr(advisories_service, "advisories_open_for", fail)
+
+    response = api.post(
+        f"/api/apps/{budget.id}/run/add_expense/", {"params": {"amount": 2, "category": "tea"}}, format="json"
+    )
+
+    assert response.status_code == 200
+    assert response.json() == {"ok": True, "value": {"id": Record.objects.get().record_id}}
+
+
+def test_an_oversized_app_id_or_op_is_not_echoed_whole(api, budget):
+    missing = api.post(f"/api/apps/{'7' * 5000}/run/x/", {}, format="json")
+    unknown = api.post(f"/api/apps/{budget.id}/run/{'o' * 5000}/", {}, format="json")
+
+    assert missing.status_code == 404 and len(missing.content) < 1_000
+    assert unknown.status_code == 404 and len(unknown.content) < 1_000
+
+
+def test_a_route_that_breaks_its_output_contract_is_422_not_a_server_fault(api, budget):
+    response = api.post(f"/api/apps/{budget.id}/run/broken/", {}, format="json")
+
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["kind"] == "invalid_output"
+    assert "the app's author must fix the route" in error["message"]
+    assert Record.objects.count() == 0
+
+
+def test_an_idempotency_key_header_makes_a_retry_return_the_first_result(api, budget):
+    url = f"/api/apps/{budget.id}/run/add_expense/"
+    body = {"params": {"amount": 2, "category": "tea"}}
+
+    first = api.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="rest-1")
+    retry = api.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="rest-1")
+    changed = api.post(url, {"params": {"amount": 3, "category": "tea"}}, format="json", HTTP_IDEMPOTENCY_KEY="rest-1")
+
+    assert first.json() == retry.json() == {"ok": True, "value": {"id": Record.objects.get().record_id}}
+    assert "Idempotent-Replayed" not in first and retry["Idempotent-Replayed"] == "true"
+    assert changed.status_code == 400
+    assert changed.json()["error"]["message"].startswith(
+        "The idempotency key (Idempotency-Key header) was already used for a call of 'add_expense' with other params"
+    )
+    assert Record.objects.count() == 1

@@ -254,7 +254,7 @@ def test_someone_elses_app_and_a_missing_app_are_reported_alike(live, alice, bob
         ({"app_id": "not-a-uuid", "op": "add_expense"}, "$.app_id must be an app's UUID as list_apps returns it"),
         ({"app_id": "00000000-0000-0000-0000-000000000000"}, "$.op is required"),
         ({"op": "add_expense"}, "$.app_id is required"),
-        ({"app_id": "00000000-0000-0000-0000-000000000000", "op": 7}, "$.op must be of type string, got int"),
+        ({"app_id": "00000000-0000-0000-0000-000000000000", "op": 7}, "$.op must be of type string, got integer"),
         (
             {"app_id": "00000000-0000-0000-0000-000000000000", "op": "x", "params": [1]},
             "$.params must be of type object",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps_registry.exceptions import CharmingError, InvalidDefinition
 from apps_registry.services.definitions import app_definition_save
+from apps_registry.values import clip, parse_uuid
 
 
 class Command(BaseCommand):
@@ -41,10 +41,9 @@ class Command(BaseCommand):
             raise CommandError(f"No user named '{owner}'. Create it first (manage.py createsuperuser).") from None
         parsed_id = None
         if app_id is not None:
-            try:
-                parsed_id = uuid.UUID(app_id)
-            except ValueError:
-                raise CommandError(f"--app-id '{app_id}' is not a UUID.") from None
+            parsed_id = parse_uuid(app_id)
+            if parsed_id is None:
+                raise CommandError(f"--app-id '{clip(app_id)}' is not a UUID.")
         try:
             app = app_definition_save(actor=user, definition=definition, app_id=parsed_id)
         except InvalidDefinition as exc:

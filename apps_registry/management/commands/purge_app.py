@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -21,6 +20,7 @@ from apps_registry.management.commands._ops import (
 )
 from apps_registry.selectors import app_summary_for_staff
 from apps_registry.services.retention import DEFAULT_BATCH_SIZE, app_purge
+from apps_registry.values import clip_repr, parse_uuid
 
 
 class Command(OpsCommand):
@@ -37,10 +37,8 @@ class Command(OpsCommand):
 
     def handle(self, *args: Any, app_id: str, yes: bool, batch_size: int, **options: Any) -> None:
         positive_batch_size(batch_size)
-        try:
-            uuid.UUID(app_id)
-        except ValueError:
-            raise CommandError(f"APP_ID must be an app's UUID, got {app_id!r}.", returncode=EXIT_USAGE) from None
+        if parse_uuid(app_id) is None:
+            raise CommandError(f"APP_ID must be an app's UUID, got {clip_repr(app_id)}.", returncode=EXIT_USAGE)
         summary = app_summary_for_staff(app_id=app_id)
         if summary is None:
             raise CommandError(f"No app with id {app_id!r} exists.")

@@ -29,6 +29,7 @@ from apps_registry.services.retention import (
     retention_cutoff,
     retention_days,
 )
+from apps_registry.values import clip_repr, parse_uuid
 
 
 class Command(OpsCommand):
@@ -134,7 +135,7 @@ class Command(OpsCommand):
 
 
 def _app_uuid(value: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise CommandError(f"--app-id must be an app's UUID, got {value!r}.", returncode=EXIT_USAGE) from None
+    parsed = parse_uuid(value)
+    if parsed is None:
+        raise CommandError(f"--app-id must be an app's UUID, got {clip_repr(value)}.", returncode=EXIT_USAGE)
+    return parsed

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -10,6 +9,7 @@ from django.core.management.base import CommandError, CommandParser
 from apps_registry.exceptions import CharmingError
 from apps_registry.management.commands._ops import EXIT_CODES_HELP, EXIT_USAGE, OpsCommand
 from apps_registry.services.retention import storage_restore
+from apps_registry.values import parse_uuid
 
 
 class Command(OpsCommand):
@@ -30,7 +30,7 @@ class Command(OpsCommand):
 
     def handle(self, *args: Any, storage_id: str, to_app: str, **options: Any) -> None:
         for flag, value in (("STORAGE_ID", storage_id), ("--to-app", to_app)):
-            if not _is_uuid(value):
+            if parse_uuid(value) is None:
                 raise CommandError(f"{flag} must be a UUID, got {value!r}.", returncode=EXIT_USAGE)
         try:
             result = storage_restore(actor=None, storage_id=storage_id, to_app_id=to_app, confirmed_via="command")
@@ -43,11 +43,3 @@ class Command(OpsCommand):
                 f"({result.from_app_id}) into app '{result.app_name}' ({result.app_id}): {how}."
             )
         )
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True

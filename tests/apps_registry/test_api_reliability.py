@@ -1,0 +1,143 @@
+"""Reliability of the REST API (issue 12): malformed text refused as input, never a 500."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rest_framework.test import APIClient
+
+from apps_registry.models import App, Feedback, Record
+from apps_registry.services.definitions import app_definition_save
+from apps_registry.services.tokens import token_create
+from tests.mcp_tools.test_mutate_app import DEFINITION
+from tests.redaction_cases import LEAKY, SECRET_IDS, SECRET_PARAMS
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api(user):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).plaintext}")
+    return client
+
+
+@pytest.fixture
+def budget(user):
+    return app_definition_save(actor=user, definition=DEFINITION)
+
+
+def post_raw(api, url, body, method="post"):
+    """The body as JSON with \\u escapes, as any client may send a NUL or a lone surrogate."""
+    return getattr(api, method)(url, data=json.dumps(body), content_type="application/json")
+
+
+def assert_refused(response, path):
+    assert response.status_code == 400, response.content
+    error = response.json()["error"]
+    assert error["kind"] == "invalid_input"
+    assert "must be valid Unicode text without NUL characters" in error["message"]
+    assert [problem["path"] for problem in error["errors"]] == [path]
+
+
+@pytest.mark.parametrize("bad", ["ab\x00c", "ab\ud800c"], ids=["nul", "surrogate"])
+def test_unstorable_text_in_params_feedback_and_definitions_is_invalid_input(api, budget, bad):
+    assert_refused(
+        post_raw(api, f"/api/apps/{budget.id}/run/add_expense/", {"params": {"amount": 1, "category": bad}}),
+        "$.params.category",
+    )
+    assert_refused(post_raw(api, f"/api/apps/{budget.id}/feedback/", {"body": bad}), "$.body")
+    assert_refused(post_raw(api, "/api/apps/definitions/", {**DEFINITION, "name": bad}), "$.name")
+    assert_refused(
+        post_raw(api, f"/api/apps/{budget.id}/definition/", {**DEFINITION, "description": bad}, method="put"),
+        "$.description",
+    )
+    assert Record.objects.count() == Feedback.objects.count() == 0
+    assert App.objects.count() == 1
+
+
+def test_a_nul_in_the_op_of_the_url_is_invalid_input(api, budget):
+    assert_refused(api.post(f"/api/apps/{budget.id}/run/add%00expense/", {}, format="json"), "$.op")
+
+
+# --- PUT /api/apps/<id>/definition/: no existence oracle, no claiming a deleted app's id ---
+
+
+def definition_put(api, app_id):
+    from tests.apps_registry.route_helpers import example
+
+    return api.put(f"/api/apps/{app_id}/definition/", example("todo"), format="json")
+
+
+def test_put_at_an_id_no_app_ever_had_creates_the_app_and_answers_201(api, user):
+    import uuid
+
+    wanted = uuid.uuid4()
+
+    response = definition_put(api, wanted)
+
+    assert response.status_code == 201
+    assert response.json()["value"]["app_id"] == str(wanted)
+    assert App.objects.get(pk=wanted).owner == user
+    assert definition_put(api, wanted).status_code == 200  # replacing it
+
+
+def test_put_at_any_id_you_cannot_author_is_answered_like_an_invisible_app(api, user, other_user):
+    from apps_registry.services.apps import app_delete
+    from tests.factories import make_app
+
+    theirs = make_app(owner=other_user, name="Theirs")
+    retained = make_app(owner=other_user, name="Deleted, storage retained")
+    app_delete(actor=other_user, app_id=retained.id, purge_storage=False, confirmed_via="confirm_parameter")
+    purged = make_app(owner=other_user, name="Deleted and purged")
+    app_delete(actor=other_user, app_id=purged.id, purge_storage=True, confirmed_via="confirm_parameter")
+    mine_deleted = make_app(owner=user, name="My deleted app")
+    app_delete(actor=user, app_id=mine_deleted.id, purge_storage=True, confirmed_via="confirm_parameter")
+
+    for app in (theirs, retained, purged, mine_deleted):
+        response = definition_put(api, app.id)
+
+        assert response.status_code == 404, app.name
+        assert response.json()["error"] == api.get(f"/api/apps/{app.id}/definition/").json()["error"]
+        assert response.json()["error"]["message"].startswith(f"No app with id {app.id} exists or is visible to you.")
+    assert set(App.objects.values_list("name", flat=True)) == {"Theirs"}
+
+
+# --- finding 6: secrets are redacted in every error, on every path ---
+
+
+@pytest.mark.parametrize(("text", "secret"), SECRET_PARAMS, ids=SECRET_IDS)
+def test_secrets_are_redacted_in_every_rest_error_path(api, user, text, secret):
+    leaky = app_definition_save(actor=user, definition=LEAKY)
+    failed = api.post(f"/api/apps/{leaky.id}/run/fail_with/", {"params": {"msg": text}}, format="json")
+    bad_value = api.post(f"/api/apps/{leaky.id}/run/wants_a_number/", {"params": {"n": text}}, format="json")
+    responses = [failed, bad_value]
+    if "/" not in text:  # a path segment cannot hold a slash
+        responses.append(api.post(f"/api/apps/{leaky.id}/run/{text}/", {}, format="json"))  # unknown op
+        responses.append(api.get(f"/api/apps/{text}/definition/"))  # not found
+
+    assert failed.status_code == 422
+    assert "[REDACTED]" in failed.json()["error"]["details"]["note"]
+    assert [r.json()["error"]["kind"] for r in responses][:2] == ["handler_error", "invalid_input"]
+    assert [r.json()["error"]["kind"] for r in responses][2:] in ([], ["unknown_op", "not_found"])
+    for response in responses:
+        assert secret not in response.content.decode()
+        assert "[REDACTED]" in response.content.decode()
+
+
+def test_secrets_in_an_unexpected_error_are_redacted_in_the_log_line(api, user, monkeypatch, caplog):
+    from apps_registry.api import runs
+
+    def broken(**kwargs):
+        raise RuntimeError("could not connect to postgres://app:hunter2pass@db.internal/x with password=hunter2pass")
+
+    monkeypatch.setattr(runs, "route_run", broken)
+    leaky = app_definition_save(actor=user, definition=LEAKY)
+
+    response = api.post(f"/api/apps/{leaky.id}/run/fail_with/", {"params": {"msg": "x"}}, format="json")
+
+    assert response.status_code == 500
+    assert "hunter2pass" not in response.content.decode()
+    assert "postgres://app:[REDACTED]@db.internal/x" in caplog.text
+    assert "hunter2pass" not in caplog.text
