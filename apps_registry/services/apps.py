@@ -47,7 +47,7 @@ def app_create(*, owner: Any, name: str, description: str = "", app_id: uuid.UUI
 
 def app_delete_check(*, actor: Any, app_id: uuid.UUID | str) -> App:
     """The app, if the actor may delete it (NotFound or AccessDenied otherwise): ask before a confirmation prompt."""
-    app, _role = app_for(actor=actor, app_id=app_id, need="own")
+    app, _role = app_for(actor=actor, app_id=app_id, need="delete")
     return app
 
 
@@ -62,7 +62,7 @@ def app_delete(*, actor: Any, app_id: uuid.UUID | str, purge_storage: bool, conf
 
     `confirmed_via` records how the user confirmed ("elicitation", "confirm_parameter", "admin", "command").
     """
-    app, _role = app_for(actor=actor, app_id=app_id, need="own", for_update=True)
+    app, _role = app_for(actor=actor, app_id=app_id, need="delete", for_update=True)
     storage = Storage.objects.select_for_update().filter(app=app).first()
     records_purged = 0
     retained_until = None
