@@ -246,3 +246,26 @@ def test_token_revoke_own_reports_another_users_token_like_a_missing_one():
     assert missing.value.message == "No token with id 999999 exists."
     issued.token.refresh_from_db()
     assert not issued.token.revoked
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tokens_issued_before_scopes_existed_keep_all_three():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = [("apps_registry", "0007_oauth_client_registration")], [("apps_registry", "0008_token_scopes")]
+    executor = MigrationExecutor(connection)
+    old_apps = executor.loader.project_state(before).apps
+    executor.migrate(before)
+    try:
+        user = old_apps.get_model("auth", "User").objects.create(username="old")
+        old_apps.get_model("apps_registry", "ApiToken").objects.create(
+            user=user, prefix="chm_old", secret_hash="x" * 64
+        )
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(after)
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    assert ApiToken.objects.get(prefix="chm_old").scope_set == {"apps:read", "apps:write", "apps:delete"}
