@@ -6,6 +6,10 @@ like one that does not exist. Sharing is a rule of this module too: only the own
 table) invites, revokes, changes roles and removes members; only the invitee sees and answers an
 invitation (`invitation_for`); any member but the owner may leave (`leave_check`). The flows that apply
 these rules (with their audit) are apps_registry.services.sharing.
+
+A role says what a person may do in an app; a token's scopes say what the agent holding it may do
+for that person (`NEED_SCOPES`, checked by every transport with `scope_check` before it calls a
+service). Both must allow a need.
 """
 
 from __future__ import annotations
@@ -16,24 +20,68 @@ from typing import Any, Literal, get_args
 from django.db import transaction
 from django.db.models import F, QuerySet
 
-from apps_registry.exceptions import AccessDenied, Forbidden, InvalidInput, NotFound, OperationFailed, app_not_found
+from apps_registry.exceptions import (
+    AccessDenied,
+    Forbidden,
+    InsufficientScope,
+    InvalidInput,
+    NotFound,
+    OperationFailed,
+    app_not_found,
+)
 from apps_registry.models import App, Invitation, InvitationStatus, Membership, Role
 from apps_registry.values import parse_uuid
 
-Need = Literal["read", "query", "mutate", "author", "own"]
+Need = Literal["read", "query", "feedback", "membership", "mutate", "author", "own", "delete"]
 NEEDS: tuple[Need, ...] = get_args(Need)
 
 _ALL_ROLES = frozenset({Role.OWNER, Role.EDITOR, Role.VIEWER})
 
-# The table. read: see the app and its routes; query: run its queries; mutate: run its mutations;
-# author: read, replace or clear its definition; own: delete it, share it, manage its members.
-# (Authoring stays owner-only for now: widening it to editors is this one line.)
+# The table. read: see the app and its routes; query: run its queries; feedback: send feedback on it
+# to staff; mutate: run its mutations; author: read, replace or clear its definition; own: share it,
+# manage its members; delete: delete it. (Authoring stays owner-only for now: widening it to editors
+# is this one line.)
 ALLOWED_ROLES: dict[Need, frozenset[str]] = {
     "read": _ALL_ROLES,
     "query": _ALL_ROLES,
+    "feedback": _ALL_ROLES,
+    # membership: answer one's own invitation or leave an app (who exactly: invitation_for, leave_check).
+    "membership": _ALL_ROLES,
     "mutate": frozenset({Role.OWNER, Role.EDITOR}),
     "author": frozenset({Role.OWNER}),
     "own": frozenset({Role.OWNER}),
+    "delete": frozenset({Role.OWNER}),
+}
+
+# The OAuth scopes (and personal tokens' scopes), with what each lets an agent do in the words the
+# consent page and the /connect/ page show.
+Scope = Literal["apps:read", "apps:write", "apps:delete"]
+READ: Scope = "apps:read"
+WRITE: Scope = "apps:write"
+DELETE: Scope = "apps:delete"
+SCOPES: dict[str, str] = {
+    READ: "See your apps and read the data stored in them",
+    WRITE: "Add, change and remove data in your apps, create or edit apps, and share them",
+    DELETE: "Delete your apps",
+}
+ALL_SCOPES: frozenset[str] = frozenset(SCOPES)
+# What the 401 challenge tells a host to ask for: least privilege, so hosts do not ask for deletion
+# up front; a host steps up to apps:delete when a delete_app call is refused for lack of it.
+CHALLENGE_SCOPES: tuple[str, ...] = (READ, WRITE)
+
+# The scope each need takes. Reading and querying read; whatever changes an app's data, its
+# definition, its feedback or who may reach it writes. Sharing is an owner's power like deletion,
+# but it destroys nothing and the owner can undo it, so it is apps:write; apps:delete is kept for
+# the one irreversible act, deleting an app (and its data).
+NEED_SCOPES: dict[Need, Scope] = {
+    "read": READ,
+    "query": READ,
+    "feedback": WRITE,
+    "membership": WRITE,
+    "mutate": WRITE,
+    "author": WRITE,
+    "own": WRITE,
+    "delete": DELETE,
 }
 
 # The roles an owner may give to someone else (there is one owner per app).
@@ -61,12 +109,32 @@ def refusal_message(*, app_name: str, role: str, need: Need) -> str:
             f"Only the app's owner can read or change the definition of app '{app_name}'; "
             f"you are {_with_article(role)}, not the owner."
         )
-    if need == "own":
+    if need in ("own", "delete"):
         return (
             f"Only the app's owner can delete, share or manage app '{app_name}'; "
             f"you are {_with_article(role)}, not the owner."
         )
     return f"You are {_with_article(role)} of app '{app_name}', which does not allow this."
+
+
+def scope_for(need: Need) -> Scope:
+    """The scope a token needs for `need`."""
+    return NEED_SCOPES[need]
+
+
+def scope_refusal_message(scope: str) -> str:
+    """The one wording of a refusal for lack of a scope (transports add how to get it)."""
+    return (
+        f"This token does not carry the {scope} scope ({SCOPES[scope].lower()}), which this needs. "
+        f"Connect again granting {scope}, or use a token that has it."
+    )
+
+
+def scope_check(*, scopes: frozenset[str], need: Need) -> None:
+    """InsufficientScope unless a token with `scopes` may do `need`."""
+    scope = NEED_SCOPES[need]
+    if scope not in scopes:
+        raise InsufficientScope(scope_refusal_message(scope), scope=scope, need=need)
 
 
 def role_check(*, app: App, role: str, need: Need) -> None:

@@ -489,13 +489,14 @@ class RecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("prefix", "name", "user", "created_at", "last_used_at", "expires_at", "is_revoked")
+    list_display = ("prefix", "name", "user", "scopes", "created_at", "last_used_at", "expires_at", "is_revoked")
     list_filter = (("revoked_at", admin.EmptyFieldListFilter), "expires_at")
     search_fields = ("prefix", "name", "user__username")
     list_select_related = ("user",)
     # The secret is never shown: only its hash is stored, and even that stays out of the console.
-    fields = ("prefix", "name", "user", "created_at", "last_used_at", "expires_at", "revoked_at")
-    readonly_fields = ("prefix", "user", "created_at", "last_used_at", "revoked_at")
+    fields = ("prefix", "name", "user", "scopes", "created_at", "last_used_at", "expires_at", "revoked_at")
+    # Scopes are fixed at issue (a wider token is a new token), like the secret.
+    readonly_fields = ("prefix", "user", "scopes", "created_at", "last_used_at", "revoked_at")
     actions = ("revoke_selected",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

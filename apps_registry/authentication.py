@@ -1,6 +1,7 @@
 """DRF authentication: OAuth access tokens and the project's personal API tokens (`Authorization: Bearer <token>`).
 
-Both put the token's scopes on the request as `request.auth_scopes` (a personal token carries every scope).
+Both put the token's scopes on the request as `request.auth_scopes`, which the API's permission class
+(apps_registry/api/permissions.py) checks against each view's need.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from rest_framework.request import Request
 
 from apps_registry import exceptions as domain
 from apps_registry.models import ApiToken
-from apps_registry.oauth.scopes import ALL_SCOPES
 from apps_registry.services.oauth import OAuthAccess, oauth_token_authenticate
 from apps_registry.services.tokens import TOKEN_PREFIX, token_authenticate
 
@@ -46,7 +46,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             token = token_authenticate(plaintext=plaintext)
         except domain.AuthenticationFailed as error:
             raise exceptions.AuthenticationFailed(error.message) from None
-        request.auth_scopes = ALL_SCOPES  # type: ignore[attr-defined]
+        request.auth_scopes = token.scope_set  # type: ignore[attr-defined]
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

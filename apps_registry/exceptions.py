@@ -93,6 +93,17 @@ class AccessDenied(Forbidden):
         self.need = need
 
 
+class InsufficientScope(Forbidden):
+    """The caller's role would allow it, but the token does not carry `scope` (worded by apps_registry.access)."""
+
+    kind = "insufficient_scope"
+
+    def __init__(self, message: str, *, scope: str, need: str) -> None:
+        super().__init__(message, details={"scope": scope})
+        self.scope = scope
+        self.need = need
+
+
 class UnknownOp(CharmingError):
     kind = "unknown_op"
     http_status = 404

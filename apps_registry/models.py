@@ -266,12 +266,26 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Space-separated, as OAuth writes them; what each permits is apps_registry/access.py's NEED_SCOPES.
+    scopes = models.CharField(
+        max_length=100,
+        default="apps:read apps:write apps:delete",
+        help_text="What an agent holding this token may do: apps:read, apps:write, apps:delete.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user}, {self.name})"
+
+    @property
+    def scope_set(self) -> frozenset[str]:
+        return frozenset(self.scopes.split())
+
+    @property
+    def scope_list(self) -> list[str]:
+        return self.scopes.split()
 
     @property
     def revoked(self) -> bool:

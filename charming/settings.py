@@ -108,7 +108,11 @@ REST_FRAMEWORK = {
         "apps_registry.authentication.OAuthTokenAuthentication",
         "apps_registry.authentication.BearerTokenAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Then the token's scopes against each view's declared need (apps_registry/api/permissions.py).
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "apps_registry.api.permissions.TokenScopeRequired",
+    ],
     "EXCEPTION_HANDLER": "apps_registry.api.errors.exception_handler",
     # DRF's JSONParser with the body bounded by DATA_UPLOAD_MAX_MEMORY_SIZE (413 beyond it).
     "DEFAULT_PARSER_CLASSES": ["apps_registry.api.parsers.LimitedJSONParser"],

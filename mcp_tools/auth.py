@@ -21,13 +21,15 @@ from django.db import connections
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from starlette.types import ASGIApp, Receive, Scope, Send
+from mcp_types import INVALID_REQUEST
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from apps_registry.access import ALL_SCOPES, CHALLENGE_SCOPES, scope_refusal_message
 from apps_registry.authentication import bearer_token_from_header, is_personal_token
 from apps_registry.exceptions import AuthenticationFailed
-from apps_registry.oauth.scopes import ALL_SCOPES
 from apps_registry.services.oauth import oauth_token_authenticate
 from apps_registry.services.tokens import token_authenticate
+from mcp_tools.registry import tool_named
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +42,8 @@ CLIENT_ID = "charming-api-token"
 class Caller:
     """Who is calling and what their credential allows.
 
-    `scopes` are the OAuth scopes granted to the token (every scope for a personal token): the hook for
-    scope enforcement at tools/list and tools/call.
+    `scopes` are the scopes granted to the token (OAuth or personal): tools/list shows only the tools they
+    allow, and a tools/call of another tool is refused with 403 before the SDK sees it (`refuse_out_of_scope`).
     """
 
     user: Any
@@ -73,20 +75,15 @@ def _authenticate(header: str | None) -> Caller:
             user=access.user, token_id=access.token_id, scopes=access.scopes, client_id=access.client_id, kind="oauth"
         )
     token = token_authenticate(plaintext=plaintext)
-    return Caller(user=token.user, token_id=token.pk)
+    return Caller(user=token.user, token_id=token.pk, scopes=token.scope_set)
 
 
-async def send_unauthorized(send: Send, message: str, *, token_given: bool) -> None:
-    """401 with RFC 9728's pointer to the protected-resource metadata (RFC 6750 error when a token was sent)."""
-    challenge = f'Bearer resource_metadata="{resource_metadata_url()}"'
-    if token_given:
-        challenge += ', error="invalid_token"'
-    body = json.dumps({"error": "invalid_token" if token_given else "unauthorized", "error_description": message})
-    raw = body.encode()
+async def _send_json(send: Send, status: int, body: dict[str, Any], challenge: str) -> None:
+    raw = json.dumps(body).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 401,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(raw)).encode()),
@@ -95,6 +92,92 @@ async def send_unauthorized(send: Send, message: str, *, token_given: bool) -> N
         }
     )
     await send({"type": "http.response.body", "body": raw})
+
+
+async def send_unauthorized(send: Send, message: str, *, token_given: bool) -> None:
+    """401 with RFC 9728's pointer to the protected-resource metadata and the scopes a host should ask for by
+    default (read and write, not delete: least privilege), plus RFC 6750's error when a token was sent."""
+    challenge = f'Bearer resource_metadata="{resource_metadata_url()}", scope="{" ".join(CHALLENGE_SCOPES)}"'
+    if token_given:
+        challenge += ', error="invalid_token"'
+    body = {"error": "invalid_token" if token_given else "unauthorized", "error_description": message}
+    await _send_json(send, 401, body, challenge)
+
+
+def insufficient_scope_challenge(scope: str) -> str:
+    """RFC 6750 §3.1 as the MCP authorization spec asks (step-up): only the scope this request needs; the
+    client adds it to what it already holds when it authorizes again."""
+    return f'Bearer error="insufficient_scope", scope="{scope}", resource_metadata="{resource_metadata_url()}"'
+
+
+def _tool_calls(body: bytes) -> list[tuple[Any, str]]:
+    """(id, tool name) of each tools/call in a JSON-RPC POST body (one message, or a batch). Every body is
+    parsed (no substring shortcut: JSON escapes could hide the method name from one)."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return []  # the SDK answers the parse error
+    messages = parsed if isinstance(parsed, list) else [parsed]
+    calls: list[tuple[Any, str]] = []
+    for message in messages:
+        if isinstance(message, dict) and message.get("method") == "tools/call":
+            params = message.get("params")
+            name = params.get("name") if isinstance(params, dict) else None
+            if isinstance(name, str):
+                calls.append((message.get("id"), name))
+    return calls
+
+
+def scope_missing_for(caller: Caller, body: bytes) -> tuple[Any, str] | None:
+    """(request id, scope) of the first tools/call in `body` whose tool needs a scope the caller lacks."""
+    for request_id, name in _tool_calls(body):
+        tool = tool_named(name)
+        if tool is not None and tool.scope not in caller.scopes:
+            return request_id, tool.scope
+    return None
+
+
+async def _body_of(receive: Receive) -> tuple[bytes, bool]:
+    """The whole request body, and whether the client disconnected while sending it."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"".join(chunks), True
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks), False
+
+
+async def refuse_out_of_scope(caller: Caller, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer a POSTed tools/call of a tool outside the token's scopes with HTTP 403 insufficient_scope (both
+    protocol versions: on 2025-11-25 the call is a POST within the session), before the SDK answers it; pass
+    every other request on with its body intact."""
+    if scope.get("method") != "POST":
+        await app(scope, receive, send)
+        return
+    body, disconnected = await _body_of(receive)
+    missing = None if disconnected else scope_missing_for(caller, body)
+    if missing is not None:
+        request_id, needed = missing
+        message = scope_refusal_message(needed)
+        error = {"code": INVALID_REQUEST, "message": message, "data": {"error": "insufficient_scope", "scope": needed}}
+        await _send_json(
+            send, 403, {"jsonrpc": "2.0", "id": request_id, "error": error}, insufficient_scope_challenge(needed)
+        )
+        return
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            if disconnected:
+                return {"type": "http.disconnect"}
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    await app(scope, replay, send)
 
 
 def sdk_user_for(caller: Caller) -> AuthenticatedUser:
@@ -140,7 +223,7 @@ async def run_as(caller: Caller, app: ASGIApp, scope: Scope, receive: Receive, s
     caller_token = current_caller.set(caller)
     sdk_token = auth_context_var.set(sdk_user)
     try:
-        await app(scope, receive, send)
+        await refuse_out_of_scope(caller, app, scope, receive, send)
     finally:
         auth_context_var.reset(sdk_token)
         current_caller.reset(caller_token)

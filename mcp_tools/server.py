@@ -22,12 +22,13 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from apps_registry.access import ALL_SCOPES, scope_check
 from apps_registry.redaction import redact
 from apps_registry.values import clip_repr
 from mcp_tools.arguments import arguments_check
 from mcp_tools.auth import current_caller
 from mcp_tools.confirmation import STATE_SEAL_GRACE_SECONDS, confirmation_ttl_seconds, state_key
-from mcp_tools.registry import TOOLS, tool_named
+from mcp_tools.registry import tool_named, tools_allowed
 from mcp_tools.results import error_result
 from mcp_tools.tools import ToolCall, ToolResult
 
@@ -42,9 +43,10 @@ INSTRUCTIONS = (
 )
 
 
-def tools_for(protocol_version: str) -> list[dict[str, Any]]:
-    """The contracts as served on `protocol_version` (2026-07-28 removed `execution` from the tool type)."""
-    tools = [copy.deepcopy(tool.contract) for tool in TOOLS]
+def tools_for(protocol_version: str, scopes: frozenset[str] = ALL_SCOPES) -> list[dict[str, Any]]:
+    """The contracts a token with `scopes` may call, as served on `protocol_version` (2026-07-28 removed
+    `execution` from the tool type)."""
+    tools = [copy.deepcopy(tool.contract) for tool in tools_allowed(scopes)]
     if protocol_version in MODERN_PROTOCOL_VERSIONS:
         for tool in tools:
             tool.pop("execution", None)
@@ -54,24 +56,28 @@ def tools_for(protocol_version: str) -> list[dict[str, Any]]:
 async def list_tools(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    # ttl 0 and private: the list is the same for everyone today, but clients must not share caches across users.
+    # ttl 0 and private: the list depends on the token's scopes, so clients must not share caches across tokens.
+    caller = current_caller.get()
+    scopes = caller.scopes if caller is not None else frozenset()
     return types.ListToolsResult.model_validate(
-        {"tools": tools_for(ctx.protocol_version), "ttlMs": 0, "cacheScope": "private"}
+        {"tools": tools_for(ctx.protocol_version, scopes), "ttlMs": 0, "cacheScope": "private"}
     )
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> ToolResult:
+    caller = current_caller.get()
     tool = tool_named(params.name)
     if tool is None:
-        available = ", ".join(t.name for t in TOOLS)
+        available = ", ".join(t.name for t in tools_allowed(caller.scopes if caller else frozenset()))
         shown = clip_repr(redact(params.name))
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {shown}. Available: {available}.")
     envelope = tool.answers_envelope
-    caller = current_caller.get()
     if caller is None:  # the ASGI auth wrapper always sets it; fail closed if it did not
         logger.error("MCP tools/call %s reached without an authenticated caller", params.name)
         return error_result(RuntimeError("no caller"), envelope=envelope, tool=params.name)
     try:
+        # The ASGI wrapper already answered 403 to a call without the tool's scope; this is the backstop.
+        scope_check(scopes=caller.scopes, need=tool.need)
         arguments = arguments_check(params.name, params.arguments)
         return await tool.handler(ToolCall(user=caller.user, arguments=arguments, params=params, ctx=ctx))
     except Exception as error:  # noqa: BLE001 - domain errors become their envelope, anything else a generic one

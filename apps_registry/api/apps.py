@@ -13,6 +13,8 @@ from apps_registry.selectors import app_listings_for
 class AppListView(APIView):
     """GET /api/apps/: the caller's apps with their role (the listing list_apps shows)."""
 
+    scope_needs = {"GET": "read"}
+
     class OutputSerializer(serializers.Serializer):
         id = serializers.UUIDField()
         name = serializers.CharField()

@@ -56,6 +56,7 @@ class DefinitionCreateView(APIView):
     """POST /api/apps/definitions/ with an app definition as the body: create an app you own."""
 
     OutputSerializer = SavedAppSerializer
+    scope_needs = {"POST": "author"}
 
     def post(self, request: Request) -> Response:
         app = app_definition_save(actor=request.user, definition=request.data)
@@ -67,6 +68,8 @@ class DefinitionView(APIView):
     201), or clear the routes of an app you may author. Clearing keeps the app and its records."""
 
     OutputSerializer = SavedAppSerializer
+    # Reading a definition is authoring too (the source, not the routes get_app shows).
+    scope_needs = {"GET": "author", "PUT": "author", "DELETE": "author"}
 
     def get(self, request: Request, app_id: str) -> Response:
         # The exported document is the author format itself, as app_definition_save accepts it.

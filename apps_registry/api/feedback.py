@@ -41,6 +41,7 @@ class AppFeedbackView(APIView):
         )
 
     OutputSerializer = FeedbackSerializer
+    scope_needs = {"POST": "feedback", "GET": "read"}
 
     def post(self, request: Request, app_id: str) -> Response:
         data = input_validated(self.InputSerializer, request.data)

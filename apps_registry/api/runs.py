@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps_registry.access import Need
 from apps_registry.api.serializers import StrictInputSerializer, input_validated
 from apps_registry.services.advisories import AdvisoryNote, advisories_after_commit
 from apps_registry.services.idempotency import idempotency_key_check
@@ -66,6 +67,11 @@ class RouteRunView(APIView):
                 "null": "'kind' must be 'mutation' or 'query', got None.",
             },
         )
+
+    def need_for(self, request: Request) -> Need:
+        """A query run reads (apps:read); anything else, a bad `kind` included, is taken as a mutation."""
+        kind = request.data.get("kind") if isinstance(request.data, dict) else None
+        return "query" if kind == "query" else "mutate"
 
     def post(self, request: Request, app_id: str, op: str) -> Response:
         data = input_validated(self.InputSerializer, request.data)

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps_registry.access import app_for
+from apps_registry.access import Need, app_for
 from apps_registry.api.serializers import IsoDateTimeField, StrictInputSerializer, input_validated
 from apps_registry.selectors import invitations_pending_for, invitations_pending_of, members_of
 from apps_registry.services.sharing import (
@@ -54,6 +54,7 @@ class AppMembersView(APIView):
         role = _role_field()
 
     OutputSerializer = MemberSerializer
+    scope_needs = {"GET": "read", "POST": "own"}
 
     def get(self, request: Request, app_id: str) -> Response:
         app, _role = app_for(actor=request.user, app_id=app_id, need="read")
@@ -83,6 +84,11 @@ class AppMemberView(APIView):
 
     OutputSerializer = MemberSerializer
 
+    def need_for(self, request: Request) -> Need:
+        """Leaving (DELETE of one's own membership) is the member's act; the rest is the owner's."""
+        own_name = request.method == "DELETE" and self.kwargs.get("username") == request.user.get_username()
+        return "membership" if own_name else "own"
+
     def patch(self, request: Request, app_id: str, username: str) -> Response:
         data = input_validated(self.InputSerializer, request.data)
         membership = membership_role_change(actor=request.user, app_id=app_id, username=username, role=data["role"])
@@ -101,6 +107,7 @@ class AppInvitationsView(APIView):
     """GET /api/apps/<app_id>/invitations/: the owner's invitations still waiting for an answer."""
 
     OutputSerializer = SentInvitationSerializer
+    scope_needs = {"GET": "own"}
 
     def get(self, request: Request, app_id: str) -> Response:
         app, _role = app_for(actor=request.user, app_id=app_id, need="own")
@@ -109,6 +116,8 @@ class AppInvitationsView(APIView):
 
 class AppInvitationView(APIView):
     """DELETE /api/apps/<app_id>/invitations/<invitation_id>/: the owner revokes a pending invitation."""
+
+    scope_needs = {"DELETE": "own"}
 
     def delete(self, request: Request, app_id: str, invitation_id: str) -> Response:
         invitation = invitation_revoke(actor=request.user, app_id=app_id, invitation_id=invitation_id)
@@ -125,6 +134,8 @@ class InvitationListView(APIView):
         role = serializers.CharField()
         created_at = IsoDateTimeField()
 
+    scope_needs = {"GET": "read"}
+
     def get(self, request: Request) -> Response:
         invitations = self.OutputSerializer(invitations_pending_for(request.user), many=True).data
         return Response({"ok": True, "value": invitations})
@@ -138,6 +149,8 @@ class InvitationAcceptView(APIView):
         app_name = serializers.CharField(source="app.name")
         role = serializers.CharField()
 
+    scope_needs = {"POST": "membership"}
+
     def post(self, request: Request, invitation_id: str) -> Response:
         membership = invitation_accept(actor=request.user, invitation_id=invitation_id)
         return Response({"ok": True, "value": self.OutputSerializer(membership).data})
@@ -145,6 +158,8 @@ class InvitationAcceptView(APIView):
 
 class InvitationDeclineView(APIView):
     """POST /api/invitations/<invitation_id>/decline/: turn the invitation down."""
+
+    scope_needs = {"POST": "membership"}
 
     def post(self, request: Request, invitation_id: str) -> Response:
         invitation = invitation_decline(actor=request.user, invitation_id=invitation_id)

@@ -1,8 +1,5 @@
-"""The OAuth scopes and what each lets an agent do, in the words the consent page shows.
-
-Deciding what a scope permits belongs to apps_registry/access.py once it exists; until then this module
-is the one place that knows the scope names.
-"""
+"""django-oauth-toolkit's scopes backend. The scopes, their consent-page words and what each permits are
+rules of apps_registry/access.py; they are re-exported here for the OAuth code."""
 
 from __future__ import annotations
 
@@ -10,16 +7,10 @@ from typing import Any
 
 from oauth2_provider.scopes import BaseScopes
 
-READ = "apps:read"
-WRITE = "apps:write"
-DELETE = "apps:delete"
+from apps_registry.access import ALL_SCOPES, DELETE, READ, SCOPES, WRITE
 
-SCOPES: dict[str, str] = {
-    READ: "See your apps and read the data stored in them",
-    WRITE: "Add, change and remove data in your apps, and create or edit apps",
-    DELETE: "Delete your apps",
-}
-ALL_SCOPES: frozenset[str] = frozenset(SCOPES)
+__all__ = ["ALL_SCOPES", "DEFAULT_SCOPES", "DELETE", "READ", "SCOPES", "WRITE", "CharmingScopes", "scopes_parse"]
+
 # What a client gets when it asks for no scope at all.
 DEFAULT_SCOPES: tuple[str, ...] = (READ,)
 

@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model, password_validation
 from django.contrib.auth.forms import UsernameField
 from django.core.exceptions import ValidationError
 
+from apps_registry.access import SCOPES
 from apps_registry.models import ApiToken
 
 TOKEN_MAX_EXPIRY_DAYS = 3650
@@ -72,5 +73,11 @@ class TokenCreateForm(forms.Form):
         max_value=TOKEN_MAX_EXPIRY_DAYS,
         help_text="Leave empty for a token that does not expire.",
     )
-    # Scopes (apps:read, apps:write, apps:delete) come in a later slice: a MultipleChoiceField here, passed to
-    # token_create(scopes=...), shown in the token list.
+    scopes = forms.MultipleChoiceField(
+        label="It may",
+        choices=[(scope, f"{description} ({scope})") for scope, description in SCOPES.items()],
+        initial=list(SCOPES),
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "Choose at least one thing the token may do."},
+        help_text="Untick what the agent should not do: a token with only the first can read but change nothing.",
+    )

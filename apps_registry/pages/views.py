@@ -104,7 +104,10 @@ def connect(request: HttpRequest) -> HttpResponse:
     form = TokenCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         issued = token_create(
-            user=request.user, name=form.cleaned_data["name"], expires_days=form.cleaned_data["expires_days"]
+            user=request.user,
+            name=form.cleaned_data["name"],
+            expires_days=form.cleaned_data["expires_days"],
+            scopes=form.cleaned_data["scopes"],
         )
         # Handed to the next GET, which shows it once: a reload of the result page cannot re-create or re-show it.
         request.session[NEW_TOKEN_SESSION_KEY] = {"id": issued.token.pk, "plaintext": issued.plaintext}

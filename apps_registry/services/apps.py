@@ -48,7 +48,7 @@ def app_create(*, owner: Any, name: str, description: str = "", app_id: uuid.UUI
 
 def app_delete_check(*, actor: Any, app_id: uuid.UUID | str) -> App:
     """The app, if the actor may delete it (NotFound or AccessDenied otherwise): ask before a confirmation prompt."""
-    app, _role = app_for(actor=actor, app_id=app_id, need="own")
+    app, _role = app_for(actor=actor, app_id=app_id, need="delete")
     return app
 
 
@@ -72,7 +72,7 @@ def app_delete(
     `created_at`, when given, is the creation time of the app the user confirmed deleting: an app since deleted and
     created again under the same id is another app, and is refused (ConfirmationRequired).
     """
-    app, _role = app_for(actor=actor, app_id=app_id, need="own", for_update=True)
+    app, _role = app_for(actor=actor, app_id=app_id, need="delete", for_update=True)
     if created_at is not None and app.created_at != created_at:
         raise ConfirmationRequired(
             f"The confirmation was given for another app that had the id {app.id}; app '{app.name}' is not the one "

@@ -22,7 +22,7 @@ def feedback_send(*, actor: Any, app_id: uuid.UUID | str, body: str) -> Feedback
     NotFound when the app does not exist or the actor is not a member; InvalidInput for an empty
     or overlong body.
     """
-    app, _role = app_for(actor=actor, app_id=app_id, need="read")
+    app, _role = app_for(actor=actor, app_id=app_id, need="feedback")
     if not isinstance(body, str):
         raise InvalidInput(
             "Feedback body must be a string of text.",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from apps_registry.access import ALL_SCOPES, SCOPES
 from apps_registry.exceptions import AuthenticationFailed, InvalidInput, NotFound
 from apps_registry.models import ApiToken
 
@@ -30,8 +32,28 @@ def token_hash(plaintext: str) -> str:
     return hashlib.sha256(plaintext.encode()).hexdigest()
 
 
-def token_create(*, user: Any, name: str = "default", expires_days: int | None = None) -> IssuedToken:
-    """Issue a token. The plaintext is returned once here and never stored."""
+def token_scopes_checked(scopes: Iterable[str] | None) -> str:
+    """The scopes a token is issued with, as stored (access.SCOPES order); every scope when None."""
+    chosen = ALL_SCOPES if scopes is None else frozenset(scopes)
+    unknown = sorted(chosen - ALL_SCOPES)
+    if unknown:
+        raise InvalidInput(
+            f"Unknown scope {unknown[0]!r}: a token's scopes are {', '.join(SCOPES)}.",
+            errors=[{"path": "$.scopes", "message": f"unknown scope {scope!r}"} for scope in unknown],
+        )
+    if not chosen:
+        raise InvalidInput(
+            f"A token needs at least one scope: {', '.join(SCOPES)}.",
+            errors=[{"path": "$.scopes", "message": "is empty"}],
+        )
+    return " ".join(scope for scope in SCOPES if scope in chosen)
+
+
+def token_create(
+    *, user: Any, name: str = "default", expires_days: int | None = None, scopes: Iterable[str] | None = None
+) -> IssuedToken:
+    """Issue a token with `scopes` (every scope by default). The plaintext is returned once here and never stored."""
+    stored_scopes = token_scopes_checked(scopes)
     if expires_days is not None and expires_days <= 0:
         raise InvalidInput(
             f"A token's lifetime must be a positive number of days, got {expires_days}.",
@@ -41,7 +63,12 @@ def token_create(*, user: Any, name: str = "default", expires_days: int | None =
     plaintext = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
     expires_at = timezone.now() + timedelta(days=expires_days) if expires_days else None
     token = ApiToken.objects.create(
-        user=user, name=name, prefix=f"{TOKEN_PREFIX}{prefix}", secret_hash=token_hash(plaintext), expires_at=expires_at
+        user=user,
+        name=name,
+        prefix=f"{TOKEN_PREFIX}{prefix}",
+        secret_hash=token_hash(plaintext),
+        expires_at=expires_at,
+        scopes=stored_scopes,
     )
     return IssuedToken(token=token, plaintext=plaintext)
 

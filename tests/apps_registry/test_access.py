@@ -5,15 +5,20 @@ from __future__ import annotations
 import pytest
 
 from apps_registry.access import (
+    ALL_SCOPES,
     ALLOWED_ROLES,
+    NEED_SCOPES,
     NEEDS,
+    SCOPES,
     app_for,
     apps_visible_to,
     membership_set,
     refusal_message,
     role_allows,
+    scope_check,
+    scope_for,
 )
-from apps_registry.exceptions import AccessDenied, AppNotFound, InvalidInput, RouteNotFound
+from apps_registry.exceptions import AccessDenied, AppNotFound, InsufficientScope, InvalidInput, RouteNotFound
 from apps_registry.models import Membership, Role
 from apps_registry.services import routes
 from apps_registry.services.definitions import app_definition_save
@@ -42,8 +47,36 @@ def member(app, role):
 def test_the_table_names_every_need_and_owners_may_do_everything():
     assert set(ALLOWED_ROLES) == set(NEEDS)
     assert all(role_allows(Role.OWNER, need) for need in NEEDS)
-    assert [need for need in NEEDS if role_allows(Role.VIEWER, need)] == ["read", "query"]
-    assert [need for need in NEEDS if role_allows(Role.EDITOR, need)] == ["read", "query", "mutate"]
+    assert [need for need in NEEDS if role_allows(Role.VIEWER, need)] == ["read", "query", "feedback", "membership"]
+    assert [need for need in NEEDS if role_allows(Role.EDITOR, need)] == ["read", "query", "feedback", "membership", "mutate"]
+
+
+def test_every_need_takes_one_scope_and_only_deletion_takes_apps_delete():
+    assert set(NEED_SCOPES) == set(NEEDS)
+    assert {need: scope_for(need) for need in NEEDS} == {
+        "read": "apps:read",
+        "query": "apps:read",
+        "feedback": "apps:write",
+        "membership": "apps:write",  # answering one's invitation, leaving an app
+        "mutate": "apps:write",
+        "author": "apps:write",
+        "own": "apps:write",  # sharing: an owner's power, but undoable and destroying nothing
+        "delete": "apps:delete",
+    }
+    assert set(NEED_SCOPES.values()) == set(SCOPES) == ALL_SCOPES
+
+
+@pytest.mark.parametrize("need", NEEDS)
+def test_scope_check_refuses_a_token_without_the_needs_scope_naming_it(need):
+    scope = scope_for(need)
+    scope_check(scopes=frozenset({scope}), need=need)
+    with pytest.raises(InsufficientScope) as exc:
+        scope_check(scopes=ALL_SCOPES - {scope}, need=need)
+    assert (exc.value.kind, exc.value.scope, exc.value.details) == ("insufficient_scope", scope, {"scope": scope})
+    assert exc.value.message == (
+        f"This token does not carry the {scope} scope ({SCOPES[scope].lower()}), which this needs. "
+        f"Connect again granting {scope}, or use a token that has it."
+    )
 
 
 @pytest.mark.parametrize("role", ROLES)

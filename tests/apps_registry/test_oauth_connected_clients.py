@@ -41,7 +41,7 @@ def test_a_client_stays_listed_as_connected_since_the_consent_across_refreshes(b
     assert client.connected_at == consented
     assert client.scopes == [
         "See your apps and read the data stored in them",
-        "Add, change and remove data in your apps, and create or edit apps",
+        "Add, change and remove data in your apps, create or edit apps, and share them",
     ]
 
 

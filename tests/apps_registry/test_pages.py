@@ -11,12 +11,14 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from apps_registry.access import membership_set
+from apps_registry.access import SCOPES, membership_set
 from apps_registry.models import ApiToken, App, AuditEvent
 from apps_registry.pages.views import NEW_TOKEN_SESSION_KEY
 from apps_registry.services.accounts import account_create
 from apps_registry.services.tokens import token_create
 from tests.factories import UserFactory, make_app
+
+ALL_SCOPES = list(SCOPES)
 
 PASSWORD = "correct horse battery staple"
 
@@ -261,10 +263,11 @@ def test_connect_shows_the_mcp_url_and_host_configurations(signed_in, settings):
 
 
 def test_create_a_token_shows_its_secret_once(signed_in, carol):
-    response = signed_in.post(reverse("connect"), {"name": "laptop", "expires_days": "30"})
+    response = signed_in.post(reverse("connect"), {"name": "laptop", "expires_days": "30", "scopes": ALL_SCOPES})
     assert response["Location"] == reverse("token_created")
     token = ApiToken.objects.get(user=carol)
     assert token.name == "laptop" and token.expires_at is not None
+    assert token.scopes == "apps:read apps:write apps:delete"
     shown = signed_in.get(reverse("token_created"))
     secret = re.search(r'<code id="token-secret">(chm_\w+_[\w-]+)</code>', shown.content.decode()).group(1)
     assert secret.startswith(token.prefix)
@@ -282,7 +285,7 @@ def test_create_a_token_shows_its_secret_once(signed_in, carol):
 
 def test_the_new_token_authenticates_until_revoked(signed_in, carol):
     make_app(owner=carol, name="Budget")
-    signed_in.post(reverse("connect"), {"name": "agent"})
+    signed_in.post(reverse("connect"), {"name": "agent", "scopes": ALL_SCOPES})
     secret = re.search(r'id="token-secret">([^<]+)<', signed_in.get(reverse("token_created")).content.decode()).group(1)
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
@@ -295,19 +298,50 @@ def test_the_new_token_authenticates_until_revoked(signed_in, carol):
     assert refused.status_code == 401
 
 
+def test_the_token_form_offers_each_scope_in_plain_words_all_ticked(signed_in):
+    page = signed_in.get(reverse("connect")).content.decode()
+    for scope, description in SCOPES.items():
+        assert re.search(rf'<input type="checkbox" name="scopes" value="{scope}"[^>]* checked>', page), scope
+        assert f"{description} ({scope})" in page
+
+
+def test_a_read_only_token_reads_but_is_refused_a_mutation_naming_the_scope(signed_in, carol):
+    app = make_app(owner=carol, name="Budget")
+    signed_in.post(reverse("connect"), {"name": "reader", "scopes": ["apps:read"]})
+    shown = signed_in.get(reverse("token_created")).content.decode()
+    secret = re.search(r'id="token-secret">([^<]+)<', shown).group(1)
+    assert "which may <code>apps:read</code>:" in shown
+    token = ApiToken.objects.get(user=carol)
+    assert token.scopes == "apps:read"
+    row = re.search(
+        r'<td data-label="May" class="token-scopes">(.*?)</td>', signed_in.get(reverse("connect")).content.decode()
+    )
+    assert row.group(1) == "<span><code>apps:read</code></span>"
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert api.get("/api/apps/").status_code == 200
+    refused = api.post(f"/api/apps/{app.id}/run/add/", {"params": {}}, format="json")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["kind"] == "insufficient_scope"
+    assert "apps:write" in refused.json()["error"]["message"]
+
+
 def test_create_token_refuses_bad_input(signed_in):
     for data in [
-        {"name": ""},
-        {"name": "x", "expires_days": "0"},
-        {"name": "x", "expires_days": "abc"},
-        {"name": "n" * 101},
+        {"name": "", "scopes": ALL_SCOPES},
+        {"name": "x", "expires_days": "0", "scopes": ALL_SCOPES},
+        {"name": "x", "expires_days": "abc", "scopes": ALL_SCOPES},
+        {"name": "n" * 101, "scopes": ALL_SCOPES},
+        {"name": "x"},
+        {"name": "x", "scopes": ["apps:admin"]},
     ]:
         response = signed_in.post(reverse("connect"), data)
         assert response.status_code == 400, data
     assert not ApiToken.objects.exists()
     assert "Ensure this value is greater than or equal to 1." in text(
-        signed_in.post(reverse("connect"), {"name": "x", "expires_days": "0"})
+        signed_in.post(reverse("connect"), {"name": "x", "expires_days": "0", "scopes": ALL_SCOPES})
     )
+    assert "Choose at least one thing the token may do." in text(signed_in.post(reverse("connect"), {"name": "x"}))
 
 
 def test_revoking_another_users_token_is_not_found(signed_in):

@@ -81,7 +81,105 @@ def test_create_token_command_prints_the_token_once(user, capsys):
     plaintext = out.strip()
     token = ApiToken.objects.get(secret_hash=token_hash(plaintext))
     assert token.name == "ci" and token.expires_at is not None
+    assert token.scopes == "apps:read apps:write apps:delete"  # every scope by default
     assert token.prefix in err and plaintext not in err
+    assert "scopes apps:read apps:write apps:delete" in err
+
+
+def test_create_token_command_takes_repeatable_scopes(user, capsys):
+    call_command("create_token", "alice", "--scope", "apps:write", "--scope", "apps:read")
+    out, err = capsys.readouterr()
+    token = ApiToken.objects.get(secret_hash=token_hash(out.strip()))
+    assert token.scopes == "apps:read apps:write"
+    assert "scopes apps:read apps:write)" in err
+
+
+def test_create_token_command_rejects_an_unknown_scope_quoting_it(user):
+    with pytest.raises(CommandError) as exc:
+        call_command("create_token", "alice", "--scope", "apps:read", "--scope", "apps:admin")
+    assert str(exc.value) == "Unknown scope 'apps:admin': choose from apps:read, apps:write, apps:delete."
+    assert not ApiToken.objects.exists()
+
+
+def test_token_create_refuses_unknown_or_no_scopes(user):
+    from apps_registry.exceptions import InvalidInput
+
+    with pytest.raises(InvalidInput) as exc:
+        token_create(user=user, scopes=["apps:read", "admin"])
+    assert exc.value.message == "Unknown scope 'admin': a token's scopes are apps:read, apps:write, apps:delete."
+    with pytest.raises(InvalidInput) as exc:
+        token_create(user=user, scopes=[])
+    assert exc.value.message == "A token needs at least one scope: apps:read, apps:write, apps:delete."
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "body", "scope"),
+    [
+        ("/api/apps/{app}/run/add/", "post", {"params": {}}, "apps:write"),
+        ("/api/apps/{app}/run/add/", "post", {"params": {}, "kind": "mutation"}, "apps:write"),
+        ("/api/apps/{app}/feedback/", "post", {"body": "hi"}, "apps:write"),
+        ("/api/apps/{app}/definition/", "get", None, "apps:write"),
+        ("/api/apps/{app}/definition/", "delete", None, "apps:write"),
+        ("/api/apps/definitions/", "post", {"name": "X", "routes": {}}, "apps:write"),
+    ],
+)
+def test_a_read_only_token_is_refused_every_write_on_rest_naming_the_scope(user, path, method, body, scope):
+    app = make_app(owner=user, name="Budget")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, scopes=['apps:read']).plaintext}")
+
+    response = getattr(api, method)(path.format(app=app.id), body, format="json")
+
+    assert response.status_code == 403
+    assert response.json()["error"] == {
+        "kind": "insufficient_scope",
+        "message": (
+            f"This token does not carry the {scope} scope (add, change and remove data in your apps, create or edit "
+            f"apps, and share them), which this needs. Connect again granting {scope}, or use a token that has it."
+        ),
+        "details": {"scope": scope},
+    }
+    assert response["WWW-Authenticate"] == f'Bearer realm="charming", error="insufficient_scope", scope="{scope}"'
+    assert not app.feedback.exists() and app.routes.count() == 0
+
+
+def test_a_read_only_token_lists_queries_and_reads_its_feedback_on_rest(user):
+    app = make_app(owner=user, name="Budget")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, scopes=['apps:read']).plaintext}")
+
+    assert api.get("/api/apps/").status_code == 200
+    assert api.get(f"/api/apps/{app.id}/feedback/").status_code == 200
+    query = api.post(f"/api/apps/{app.id}/run/nothing/", {"kind": "query"}, format="json")
+    assert query.status_code == 404 and query.json()["error"]["kind"] == "unknown_op"  # past the scope check
+
+
+def test_a_write_only_token_cannot_list_on_rest(user):
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, scopes=['apps:write']).plaintext}")
+    response = api.get("/api/apps/")
+    assert response.status_code == 403 and response.json()["error"]["details"] == {"scope": "apps:read"}
+
+
+def test_every_rest_view_declares_the_need_of_each_of_its_methods():
+    from django.urls import URLPattern, get_resolver
+
+    from apps_registry.access import NEEDS
+    from apps_registry.api.permissions import view_need
+
+    checked = 0
+    for pattern in get_resolver("apps_registry.api.urls").url_patterns:
+        assert isinstance(pattern, URLPattern)
+        view = pattern.callback.view_class
+        if hasattr(view, "need_for"):
+            checked += 1
+            continue
+        for method in ("get", "post", "put", "patch", "delete"):
+            if hasattr(view, method):
+                request = type("R", (), {"method": method.upper()})()
+                assert view_need(request, view()) in NEEDS
+                checked += 1
+    assert checked >= 5
 
 
 def test_create_token_command_rejects_unknown_user_and_bad_expiry(user):
@@ -149,3 +247,26 @@ def test_token_revoke_own_reports_another_users_token_like_a_missing_one():
     assert missing.value.message == "No token with id 999999 exists."
     issued.token.refresh_from_db()
     assert not issued.token.revoked
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tokens_issued_before_scopes_existed_keep_all_three():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = [("apps_registry", "0009_idempotent_results")], [("apps_registry", "0010_token_scopes")]
+    executor = MigrationExecutor(connection)
+    old_apps = executor.loader.project_state(before).apps
+    executor.migrate(before)
+    try:
+        user = old_apps.get_model("auth", "User").objects.create(username="old")
+        old_apps.get_model("apps_registry", "ApiToken").objects.create(
+            user=user, prefix="chm_old", secret_hash="x" * 64
+        )
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(after)
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    assert ApiToken.objects.get(prefix="chm_old").scope_set == {"apps:read", "apps:write", "apps:delete"}

@@ -83,6 +83,8 @@ def test_a_person_creates_a_token_sees_it_once_uses_it_and_revokes_it(page, live
 
     page.fill("#id_name", "laptop – Claude Code")
     page.fill("#id_expires_days", "30")
+    expect(page.locator("#new-token")).to_contain_text("Delete your apps (apps:delete)")
+    page.uncheck("input[name='scopes'][value='apps:delete']")  # an agent that must never delete
     page.click("button:has-text('Create token')")
     expect(page.locator("h1")).to_have_text("Your new token")
     secret = page.locator("#token-secret").inner_text()
@@ -96,6 +98,7 @@ def test_a_person_creates_a_token_sees_it_once_uses_it_and_revokes_it(page, live
     assert secret not in page.content()
     row = page.locator("tr.token", has_text="laptop – Claude Code")
     expect(row).to_contain_text(secret[: len("chm_") + 8] + "…")
+    expect(row.locator("td[data-label='May']")).to_have_text("apps:read apps:write")
     expect(row.locator("td[data-label='Expires']")).not_to_have_text("never")
     expect(row.locator("td[data-label='Last used']")).not_to_have_text("never")
 

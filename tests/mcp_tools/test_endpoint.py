@@ -48,7 +48,8 @@ def test_requests_without_a_valid_token_get_401_pointing_at_resource_metadata(li
     assert response.status_code == 401
     challenge = response.headers["www-authenticate"]
     assert challenge.startswith(
-        'Bearer resource_metadata="http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"'
+        'Bearer resource_metadata="http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp", '
+        'scope="apps:read apps:write"'  # least privilege by default: a host steps up to apps:delete when refused
     )
     assert response.json()["error"] == error
     assert response.json()["error_description"].startswith(description)

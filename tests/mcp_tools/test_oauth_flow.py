@@ -11,7 +11,7 @@ import asyncio
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx2
 import pytest
@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from oauth2_provider.models import AccessToken, Application
 
+from apps_registry.models import App
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.factories import UserFactory, make_app
 from tests.mcp_tools.conftest import LEGACY, MODERN, LiveServer
@@ -266,3 +267,156 @@ def test_the_sdk_client_connects_with_a_client_id_metadata_document_instead_of_r
     assert Application.objects.get(client_id=client_id).registration_source == "cimd"
     assert not Application.objects.filter(registration_source="dcr").exists()
     cache.clear()
+
+
+class NarrowingBrowser(SignedInBrowser):
+    """The person approves, but the first authorization asks only for `first_scope` (a host connecting read-only);
+    later ones (step-ups) go as the client sent them. Records the scope each authorization URL asked for."""
+
+    def __init__(self, *args: Any, first_scope: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.first_scope: str | None = first_scope
+        self.asked: list[str] = []
+
+    async def redirect_handler(self, authorization_url: str) -> None:
+        parts = urlsplit(authorization_url)
+        query = parse_qs(parts.query)
+        if self.first_scope is not None:
+            query["scope"] = [self.first_scope]
+            self.first_scope = None
+        self.asked.append(query["scope"][0])
+        await super().redirect_handler(parts._replace(query=urlencode(query, doseq=True)).geturl())
+
+
+def test_a_read_only_grant_lists_only_read_tools_is_refused_a_write_with_403_and_steps_up(public_url):
+    """The Done-when of issue 9 with a read-only grant, then the step-up a host performs on the 403: to apps:write,
+    then to apps:delete (which the 401's least-privilege default leaves out)."""
+    server = public_url
+    user = UserFactory(username="alice")
+    user.set_password(PASSWORD)
+    user.save()
+    app = make_app(owner=user, name="Alice's budget")
+    storage = MemoryStorage()
+    metadata = OAuthClientMetadata(
+        client_name="Test host",
+        redirect_uris=[CALLBACK],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+        scope="apps:read",
+    )
+
+    async def tool_names(auth: OAuthClientProvider, mode: str) -> list[str]:
+        http = httpx2.AsyncClient(auth=auth, timeout=30)
+        async with http, Client(streamable_http_client(server.mcp_url, http_client=http), mode=mode) as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    async def call(auth: OAuthClientProvider, name: str, arguments: dict[str, Any]) -> Any:
+        http = httpx2.AsyncClient(auth=auth, timeout=30)
+        async with http, Client(streamable_http_client(server.mcp_url, http_client=http), mode=MODERN) as client:
+            return await client.call_tool(name, arguments)
+
+    async def scenario() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        async with NarrowingBrowser(server.base_url, login=("alice", PASSWORD), first_scope="apps:read") as browser:
+            auth = OAuthClientProvider(
+                server.mcp_url,
+                metadata,
+                storage,
+                redirect_handler=browser.redirect_handler,
+                callback_handler=browser.callback_handler,
+            )
+            seen["legacy"] = await tool_names(auth, LEGACY)
+            seen["modern"] = await tool_names(auth, MODERN)
+            assert storage.tokens is not None
+            seen["granted"] = storage.tokens.scope
+            async with httpx2.AsyncClient(timeout=10) as http:
+                seen["write"] = await http.post(
+                    server.mcp_url,
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": 3,
+                        "method": "tools/call",
+                        "params": {
+                            "name": "mutate_app",
+                            "arguments": {"app_id": str(app.id), "op": "add", "params": {}},
+                            "_meta": {
+                                "io.modelcontextprotocol/protocolVersion": MODERN,
+                                "io.modelcontextprotocol/clientCapabilities": {},
+                            },
+                        },
+                    },
+                    headers={
+                        "Authorization": f"Bearer {storage.tokens.access_token}",
+                        "Accept": "application/json, text/event-stream",
+                        "MCP-Protocol-Version": MODERN,
+                        "Mcp-Method": "tools/call",
+                        "Mcp-Name": "mutate_app",
+                    },
+                )
+            # The SDK client meets the same 403, authorizes again for the union of scopes, and retries.
+            seen["feedback"] = await call(auth, "send_feedback", {"app_id": str(app.id), "body": "More reports"})
+            seen["after_write_step_up"] = (storage.tokens.scope, await tool_names(auth, MODERN))
+            seen["delete"] = await call(auth, "delete_app", {"app_id": str(app.id), "confirm": True})
+            seen["after_delete_step_up"] = storage.tokens.scope
+            seen["asked"] = list(browser.asked)
+            seen["consent_pages"] = list(browser.consent_pages)
+        return seen
+
+    seen = asyncio.run(asyncio.wait_for(scenario(), timeout=180))
+
+    assert seen["granted"] == "apps:read"
+    assert seen["legacy"] == seen["modern"] == ["list_apps", "get_app", "query_app"]
+    refused = seen["write"]
+    assert refused.status_code == 403
+    assert refused.headers["www-authenticate"] == (
+        f'Bearer error="insufficient_scope", scope="apps:write", '
+        f'resource_metadata="{server.base_url}/.well-known/oauth-protected-resource/mcp"'
+    )
+    assert refused.json()["error"]["data"] == {"error": "insufficient_scope", "scope": "apps:write"}
+    # Step-ups: each asks for what it held plus what the 403 named; the person approved each on the consent page.
+    assert seen["asked"] == ["apps:read", "apps:read apps:write", "apps:read apps:write apps:delete"]
+    assert len(seen["consent_pages"]) == 3
+    assert "Delete your apps" not in seen["consent_pages"][1]
+    assert "Delete your apps" in seen["consent_pages"][2]
+    assert seen["feedback"].is_error is not True and seen["feedback"].structured_content["ok"] is True
+    scope, tools = seen["after_write_step_up"]
+    assert set(scope.split()) == {"apps:read", "apps:write"}
+    assert tools == ["list_apps", "get_app", "query_app", "mutate_app", "send_feedback"]
+    assert set(seen["after_delete_step_up"].split()) == {"apps:read", "apps:write", "apps:delete"}
+    assert seen["delete"].is_error is not True and seen["delete"].structured_content["deleted"] is True
+    assert not App.objects.filter(pk=app.pk).exists()
+
+
+def test_the_401_challenge_asks_for_read_and_write_only_so_hosts_do_not_ask_for_delete(public_url):
+    """The SDK requests the scope the 401 names (MCP's scope selection), so a default connection cannot delete."""
+    server = public_url
+    user = UserFactory(username="alice")
+    session = DjangoClient()
+    session.force_login(user)
+    storage = MemoryStorage()
+    metadata = OAuthClientMetadata(
+        client_name="Test host",
+        redirect_uris=[CALLBACK],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+    )
+
+    async def scenario() -> list[str]:
+        async with SignedInBrowser(server.base_url, session.cookies["sessionid"].value) as browser:
+            auth = OAuthClientProvider(
+                server.mcp_url,
+                metadata,
+                storage,
+                redirect_handler=browser.redirect_handler,
+                callback_handler=browser.callback_handler,
+            )
+            http = httpx2.AsyncClient(auth=auth, timeout=30)
+            async with http, Client(streamable_http_client(server.mcp_url, http_client=http), mode=MODERN) as client:
+                return [tool.name for tool in (await client.list_tools()).tools]
+
+    tools = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
+
+    assert storage.tokens is not None and set(storage.tokens.scope.split()) == {"apps:read", "apps:write"}
+    assert "delete_app" not in tools and "mutate_app" in tools
