@@ -24,12 +24,11 @@ _ALL_ROLES = frozenset({Role.OWNER, Role.EDITOR, Role.VIEWER})
 
 # The table. read: see the app and its routes; query: run its queries; mutate: run its mutations;
 # author: read, replace or clear its definition; own: delete it, share it, manage its members.
-# (Authoring stays owner-only for now: widening it to editors is this one line.)
 ALLOWED_ROLES: dict[Need, frozenset[str]] = {
     "read": _ALL_ROLES,
     "query": _ALL_ROLES,
     "mutate": frozenset({Role.OWNER, Role.EDITOR}),
-    "author": frozenset({Role.OWNER}),
+    "author": frozenset({Role.OWNER, Role.EDITOR}),
     "own": frozenset({Role.OWNER}),
 }
 
@@ -55,8 +54,8 @@ def refusal_message(*, app_name: str, role: str, need: Need) -> str:
         )
     if need == "author":
         return (
-            f"Only the app's owner can read or change the definition of app '{app_name}'; "
-            f"you are {_with_article(role)}, not the owner."
+            f"Only the app's owner and editors can read or change the definition of app '{app_name}'; "
+            f"you are {_with_article(role)}."
         )
     if need == "own":
         return (

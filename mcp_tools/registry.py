@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp_tools.contracts import contract_load
-from mcp_tools.tools import Handler, delete_app, get_app, list_apps, run_route, send_feedback
+from mcp_tools.tools import Handler, authoring, delete_app, get_app, list_apps, run_route, send_feedback
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,10 @@ TOOLS: tuple[McpTool, ...] = (
     _tool("mutate_app", run_route.handle_mutate),
     _tool("send_feedback", send_feedback.handle),
     _tool("delete_app", delete_app.handle, answers_envelope=False),
+    _tool("create_app", authoring.handle_create),
+    _tool("update_app", authoring.handle_update),
+    _tool("get_app_source", authoring.handle_source),
+    _tool("check_app", authoring.handle_check),
 )
 _BY_NAME = {tool.name: tool for tool in TOOLS}
 

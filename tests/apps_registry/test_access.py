@@ -43,7 +43,7 @@ def test_the_table_names_every_need_and_owners_may_do_everything():
     assert set(ALLOWED_ROLES) == set(NEEDS)
     assert all(role_allows(Role.OWNER, need) for need in NEEDS)
     assert [need for need in NEEDS if role_allows(Role.VIEWER, need)] == ["read", "query"]
-    assert [need for need in NEEDS if role_allows(Role.EDITOR, need)] == ["read", "query", "mutate"]
+    assert [need for need in NEEDS if role_allows(Role.EDITOR, need)] == ["read", "query", "mutate", "author"]
 
 
 @pytest.mark.parametrize("role", ROLES)
