@@ -369,13 +369,17 @@ def app_definition_export(*, actor: Any, app_id: uuid.UUID | str) -> dict[str, A
             exported["output"] = route.output_schema
         exported.update(route.definition)
         routes[route.name] = exported
-    return {
+    exported = {
         "format": 1,
         "name": app.name,
         "description": app.description,
         "collections": app.collections,
         "routes": routes,
     }
+    saved = _current_version_row(app)
+    if saved is not None and isinstance(saved.definition, dict) and "tests" in saved.definition:
+        exported["tests"] = saved.definition["tests"]
+    return exported
 
 
 @transaction.atomic
