@@ -14,7 +14,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from apps_registry.access import app_for
-from apps_registry.exceptions import InvalidDefinition, NotFound, TestsFailed, VersionConflict
+from apps_registry.exceptions import InvalidDefinition, NotFound, TestsFailed, VersionConflict, app_not_found
 from apps_registry.models import Advisory, App, AppVersion, Route, Storage
 from apps_registry.routes import cache
 from apps_registry.routes.advisories import AUTHORING_KINDS, DOC_URL, AdvisoryDraft, authoring_advisories
@@ -90,6 +90,7 @@ def definition_save(
     expected_version: int | None = None,
     allow_failing_tests: bool = False,
     restored_from: int | None = None,
+    create_missing: bool = True,
 ) -> SavedDefinition:
     """Save a definition (create, or replace when `app_id` names an app the actor may author), keeping it
     whole as a new AppVersion.
@@ -97,10 +98,13 @@ def definition_save(
     Refused whole, with nothing saved: InvalidDefinition (every problem), TestsFailed (its own tests fail,
     unless `allow_failing_tests`: then saved with a `failing-tests` advisory), VersionConflict
     (`expected_version` is not the app's version; enforced by a conditional UPDATE under a row lock).
+    An `app_id` no app has creates the app with that id, unless not `create_missing` (then NotFound).
     """
     parts = definition_check(definition=definition)
     limits = current_limits()
     existing = _existing_app(actor=actor, app_id=app_id)
+    if existing is None and app_id is not None and not create_missing:
+        raise app_not_found(app_id)
     if existing is not None and expected_version is not None and existing[0].version != expected_version:
         raise _conflict(existing[0], expected_version)
     test_app_id = existing[0].id if existing else (app_id or uuid.uuid4())
@@ -461,4 +465,5 @@ def app_version_restore(
         expected_version=expected_version,
         allow_failing_tests=allow_failing_tests,
         restored_from=version,
+        create_missing=False,
     )

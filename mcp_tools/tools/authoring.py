@@ -93,6 +93,7 @@ def _update(user: Any, args: dict[str, Any]) -> tuple[dict[str, Any], list[dict[
             app_id=args["app_id"],
             expected_version=args["expected_version"],
             allow_failing_tests=allow,
+            create_missing=False,
         )
     value = _saved_value(saved)
     value["previous_version"] = args["expected_version"]

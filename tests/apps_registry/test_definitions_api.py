@@ -97,3 +97,21 @@ def test_the_definition_api_needs_a_token():
         },
     }
     assert not App.objects.exists()
+
+
+def test_a_definition_whose_tests_fail_is_refused_with_422_and_every_failure(user):
+    definition = example("todo")
+    definition["tests"][0]["expect"] = {"value": {"priority": 3}}
+    response = client_for(user).post("/api/apps/definitions/", definition, format="json")
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["kind"] == "tests_failed"
+    assert [e["path"] for e in error["errors"]] == ["tests[0]"]
+    assert len(error["details"]["tests"]) == len(definition["tests"])
+    assert not App.objects.exists()
+
+
+def test_the_exported_definition_keeps_its_tests(user):
+    app_id = client_for(user).post("/api/apps/definitions/", example("todo"), format="json").json()["value"]["app_id"]
+    exported = client_for(user).get(f"/api/apps/{app_id}/definition/").json()["value"]
+    assert exported["tests"] == example("todo")["tests"]

@@ -71,6 +71,17 @@ def test_update_app_of_an_invisible_app_is_not_found_and_a_viewer_is_forbidden(l
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_update_app_of_an_app_that_does_not_exist_is_not_found_and_creates_nothing(live, alice, mode):
+    missing = "123e4567-e89b-42d3-a456-426614174000"
+    result = call(live, alice, mode, "update_app", {"app_id": missing, "expected_version": 0, "definition": HABITS})
+    assert result["error"]["kind"] == "not_found"
+    assert result["error"]["message"].startswith(app_not_found(missing))
+    assert not App.objects.exists()
+    source = call(live, alice, mode, "get_app_source", {"app_id": missing})
+    assert source["error"]["kind"] == "not_found"
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_an_editor_reads_the_source_and_updates_the_app(live, alice, bob, habits, mode):
     membership_set(actor=alice.user, app=habits, user=bob.user, role=Role.EDITOR)
     source = call(live, bob, mode, "get_app_source", {"app_id": str(habits.id)})["value"]
