@@ -2,8 +2,10 @@
 
 Every service, selector, the REST API, the admin and the MCP tools reach an app on a user's behalf
 through `app_for` (or `apps_visible_to` for lists). An app the caller cannot see is reported exactly
-like one that does not exist. Sharing (`membership_set`) is a rule of this module too; invitations,
-accepting and leaving will join it here.
+like one that does not exist. Sharing is a rule of this module too: only the owner ("own" in the
+table) invites, revokes, changes roles and removes members; only the invitee sees and answers an
+invitation (`invitation_for`); any member but the owner may leave (`leave_check`). The flows that apply
+these rules (with their audit) are apps_registry.services.sharing.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import Any, Literal, get_args
 from django.db import transaction
 from django.db.models import F, QuerySet
 
-from apps_registry.exceptions import AccessDenied, InvalidInput, app_not_found
-from apps_registry.models import App, Membership, Role
+from apps_registry.exceptions import AccessDenied, Forbidden, InvalidInput, NotFound, OperationFailed, app_not_found
+from apps_registry.models import App, Invitation, InvitationStatus, Membership, Role
 
 Need = Literal["read", "query", "mutate", "author", "own"]
 NEEDS: tuple[Need, ...] = get_args(Need)
@@ -104,19 +106,95 @@ def app_for(*, actor: Any, app_id: uuid.UUID | str, need: Need, for_update: bool
     return app, role
 
 
-@transaction.atomic
-def membership_set(*, actor: Any, app: App, user: Any, role: str) -> Membership:
-    """Give `user` a role (editor or viewer) in `app`; only the owner may share."""
-    _locked, _owner_role = app_for(actor=actor, app_id=app.id, need="own", for_update=True)
-    if user.pk == app.owner_id:
-        raise InvalidInput(
-            "The owner's own role cannot change: an app has exactly one owner.",
-            errors=[{"path": "$.user", "message": "is the app's owner"}],
-        )
+def shareable_role_check(role: object) -> str:
+    """`role` if an owner may give it to someone else (editor or viewer); InvalidInput otherwise."""
     if role not in SHAREABLE_ROLES:
         raise InvalidInput(
             f"A shared app's role must be 'editor' or 'viewer', got {role!r}.",
             errors=[{"path": "$.role", "message": "must be 'editor' or 'viewer'"}],
         )
+    return str(role)
+
+
+def owner_membership_check(*, app: App, user: Any) -> None:
+    """InvalidInput if `user` is the app's owner, whose membership no one may change: one owner per app."""
+    if user.pk == app.owner_id:
+        raise InvalidInput(
+            "The owner's own role cannot change: an app has exactly one owner.",
+            errors=[{"path": "$.user", "message": "is the app's owner"}],
+        )
+
+
+def leave_check(*, app: App, role: str) -> None:
+    """Forbidden for the owner: an app keeps its one owner, who deletes it rather than leaving it."""
+    if role == Role.OWNER:
+        raise Forbidden(
+            f"You own app '{app.name}' and cannot leave it: an app has exactly one owner. "
+            "Delete the app instead, or remove its other members."
+        )
+
+
+def invitation_for(*, actor: Any, invitation_id: int | str, for_update: bool = False) -> Invitation:
+    """An invitation addressed to the actor (any status); NotFound for anyone else's, exactly as for a missing one.
+
+    A pending invitation shows its app's name and its inviter, nothing more: it grants no access to the app.
+    """
+    not_found = NotFound(f"No invitation with id {invitation_id} is addressed to you.")
+    pk = _invitation_pk(invitation_id)
+    if pk is None:
+        raise not_found
+    invitations = Invitation.objects.select_related("app", "invited_by").filter(pk=pk, invitee=actor)
+    invitation = invitations.first()
+    if invitation is None:
+        raise not_found
+    if for_update:
+        # Lock the app first, then the invitation: the owner's calls (app_for(for_update=True)) take them
+        # in that order, and accepting inserts a membership, which waits on the app's row anyway.
+        list(App.objects.select_for_update().filter(pk=invitation.app_id).values_list("pk", flat=True))
+        invitation = invitations.select_for_update(of=("self",)).first()
+        if invitation is None:
+            raise not_found
+    return invitation
+
+
+def invitation_of_app(*, app: App, invitation_id: int | str) -> Invitation:
+    """One of `app`'s invitations (any status), locked; reach `app` with need "own" first. NotFound otherwise."""
+    pk = _invitation_pk(invitation_id)
+    invitations = Invitation.objects.select_for_update(of=("self",)).select_related("app", "invitee")
+    invitation = invitations.filter(app=app, pk=pk).first() if pk is not None else None
+    if invitation is None:
+        raise NotFound(f"App '{app.name}' has no invitation with id {invitation_id}.")
+    return invitation
+
+
+def _invitation_pk(value: int | str) -> int | None:
+    """The invitation id in `value`, or None when it cannot be one (not a number, beyond a 64-bit key)."""
+    text = str(value)
+    if not (text.isascii() and text.isdigit()):
+        return None
+    pk = int(text)
+    return pk if 0 < pk < 2**63 else None
+
+
+def invitation_pending_check(invitation: Invitation) -> None:
+    """OperationFailed unless the invitation still waits for its answer."""
+    if invitation.status != InvitationStatus.PENDING:
+        when = f" on {invitation.responded_at:%Y-%m-%d}" if invitation.responded_at else ""
+        raise OperationFailed(
+            f"The invitation to app '{invitation.app.name}' was already {invitation.status}{when}; "
+            "it can no longer be answered or revoked.",
+            details={"invitation_id": invitation.pk, "status": invitation.status},
+        )
+
+
+@transaction.atomic
+def membership_set(*, actor: Any, app: App, user: Any, role: str) -> Membership:
+    """Give `user` a role (editor or viewer) in `app` directly, without an invitation; only the owner may.
+
+    For fixtures and operators; people share through invitations (apps_registry.services.sharing).
+    """
+    _locked, _owner_role = app_for(actor=actor, app_id=app.id, need="own", for_update=True)
+    owner_membership_check(app=app, user=user)
+    shareable_role_check(role)
     membership, _ = Membership.objects.update_or_create(user=user, app=app, defaults={"role": role})
     return membership

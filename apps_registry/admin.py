@@ -26,6 +26,7 @@ from apps_registry.models import (
     AuditEvent,
     Feedback,
     FeedbackResponse,
+    Invitation,
     Membership,
     Record,
     Route,
@@ -108,6 +109,14 @@ class MembershipInline(ReadOnlyAdminMixin, admin.TabularInline):
     readonly_fields = ("user", "role", "created_at")
 
 
+class InvitationInline(ReadOnlyAdminMixin, admin.TabularInline):
+    # Invitations are sent, answered and revoked by the owner and the invitee, through the sharing services.
+    model = Invitation
+    extra = 0
+    fields = ("invitee", "role", "status", "invited_by", "created_at", "responded_at")
+    readonly_fields = fields
+
+
 @admin.register(App)
 class AppAdmin(admin.ModelAdmin):
     list_display = ("name", "owner", "route_count", "record_count", "open_advisory_count", "updated_at")
@@ -116,7 +125,7 @@ class AppAdmin(admin.ModelAdmin):
     # The owner is fixed (it must match the owner membership and the storage's owner); collections come
     # from the definition, like routes.
     readonly_fields = ("id", "owner", "version", "collections", "created_at", "updated_at")
-    inlines = (MembershipInline, RouteInline, AppVersionInline)
+    inlines = (MembershipInline, InvitationInline, RouteInline, AppVersionInline)
     actions = ("purge_selected",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -182,6 +191,15 @@ class AppAdmin(admin.ModelAdmin):
         return format_html(
             '<a href="{}?app__id__exact={}&amp;resolved__exact=0">{}</a>', url, obj.pk, int(obj._open_advisory_count)
         )
+
+
+@admin.register(Invitation)
+class InvitationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("app", "invitee", "role", "status", "invited_by", "created_at", "responded_at")
+    list_filter = ("status", "role", "created_at")
+    search_fields = ("app__name", "=app__id", "invitee__username", "invitee__email", "invited_by__username")
+    list_select_related = ("app", "invitee", "invited_by")
+    date_hierarchy = "created_at"
 
 
 @admin.register(Route)

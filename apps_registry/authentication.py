@@ -1,15 +1,21 @@
-"""DRF authentication with the project's API tokens (`Authorization: Bearer <token>`)."""
+"""DRF authentication: OAuth access tokens and the project's personal API tokens (`Authorization: Bearer <token>`).
+
+Both put the token's scopes on the request as `request.auth_scopes` (a personal token carries every scope).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from apps_registry import exceptions as domain
 from apps_registry.models import ApiToken
-from apps_registry.services.tokens import token_authenticate
+from apps_registry.oauth.scopes import ALL_SCOPES
+from apps_registry.services.oauth import OAuthAccess, oauth_token_authenticate
+from apps_registry.services.tokens import TOKEN_PREFIX, token_authenticate
 
 
 def bearer_token_from_header(header: str | None) -> str | None:
@@ -40,7 +46,31 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             token = token_authenticate(plaintext=plaintext)
         except domain.AuthenticationFailed as error:
             raise exceptions.AuthenticationFailed(error.message) from None
+        request.auth_scopes = ALL_SCOPES  # type: ignore[attr-defined]
         return token.user, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="charming"'
+
+
+def is_personal_token(plaintext: str) -> bool:
+    return plaintext.startswith(TOKEN_PREFIX)
+
+
+class OAuthTokenAuthentication(authentication.BaseAuthentication):
+    """OAuth access tokens; None (let the next class decide) when there is no bearer token or it is a personal one."""
+
+    def authenticate(self, request: Request) -> tuple[Any, OAuthAccess] | None:
+        plaintext = bearer_token_from_header(request.META.get("HTTP_AUTHORIZATION"))
+        if plaintext is None or is_personal_token(plaintext):
+            return None
+        resource = f"{settings.CHARMING_PUBLIC_URL}{request.path}"
+        try:
+            access = oauth_token_authenticate(plaintext=plaintext, resource=resource)
+        except domain.AuthenticationFailed as error:
+            raise exceptions.AuthenticationFailed(error.message) from None
+        request.auth_scopes = access.scopes  # type: ignore[attr-defined]
+        return access.user, access
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="charming"'

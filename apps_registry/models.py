@@ -70,6 +70,46 @@ class Membership(models.Model):
         return f"{self.user} is {self.role} of {self.app}"
 
 
+class InvitationStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ACCEPTED = "accepted", "Accepted"
+    DECLINED = "declined", "Declined"
+    REVOKED = "revoked", "Revoked"
+
+
+class Invitation(models.Model):
+    """An owner's offer of a role (editor or viewer) in their app; it grants nothing until accepted.
+
+    Kept after it is answered (its status and `responded_at` say how), so the trail reads like the audit.
+    """
+
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="invitations")
+    invitee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="invitations")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=10, choices=InvitationStatus.choices, default=InvitationStatus.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    responded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["app", "invitee"],
+                condition=Q(status="pending"),
+                name="invitation_one_pending_per_app_and_invitee",
+            ),
+            models.CheckConstraint(condition=Q(role__in=["editor", "viewer"]), name="invitation_role_shareable"),
+            models.CheckConstraint(condition=Q(status__in=InvitationStatus.values), name="invitation_status_valid"),
+        ]
+        indexes = [models.Index(fields=["invitee", "status"], name="invitation_invitee_status")]
+
+    def __str__(self) -> str:
+        return f"{self.invitee} invited as {self.role} of {self.app} ({self.status})"
+
+
 class Route(models.Model):
     app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="routes")
     name = models.CharField(max_length=100)
@@ -270,6 +310,22 @@ class ApiToken(models.Model):
     @property
     def expired(self) -> bool:
         return self.expires_at is not None and self.expires_at <= timezone.now()
+
+
+class OAuthClientRegistration(models.Model):
+    """Who registered an OAuth client through dynamic registration (RFC 7591): the rate limit counts these."""
+
+    application = models.OneToOneField(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL, on_delete=models.CASCADE, related_name="charming_registration"
+    )
+    client_ip = models.GenericIPAddressField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["client_ip", "created_at"], name="oauth_registration_ip_time")]
+
+    def __str__(self) -> str:
+        return f"{self.application_id} from {self.client_ip}"
 
 
 class AuditEvent(models.Model):

@@ -9,11 +9,25 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, QuerySet, Sum, TextField
+from django.db.models import Case, Count, IntegerField, Max, Q, QuerySet, Sum, TextField, Value, When
 from django.db.models.functions import Cast, Coalesce, Length
+from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from apps_registry.access import apps_visible_to
-from apps_registry.models import Advisory, ApiToken, App, Feedback, Record, Route, Storage
+from apps_registry.models import (
+    Advisory,
+    ApiToken,
+    App,
+    Feedback,
+    Invitation,
+    InvitationStatus,
+    Membership,
+    Record,
+    Role,
+    Route,
+    Storage,
+)
+from apps_registry.oauth.scopes import SCOPES
 
 
 @dataclass(frozen=True)
@@ -31,6 +45,79 @@ def app_listings_for(actor: Any) -> list[AppListing]:
     return [
         AppListing(id=app.id, name=app.name, description=app.description, role=app.caller_role)  # type: ignore[attr-defined]
         for app in apps_visible_to(actor).order_by("name", "id")
+    ]
+
+
+@dataclass(frozen=True)
+class MemberListing:
+    """One member of an app (GET /api/apps/<id>/members/)."""
+
+    username: str
+    role: str
+    since: datetime
+
+
+def members_of(app: App) -> list[MemberListing]:
+    """An app's members, the owner first, then by username. Reach `app` through access.app_for first."""
+    memberships = (
+        Membership.objects.filter(app=app)
+        .select_related("user")
+        .annotate(_rank=Case(When(role=Role.OWNER, then=Value(0)), default=Value(1), output_field=IntegerField()))
+        .order_by("_rank", "user__username")
+    )
+    return [MemberListing(username=m.user.get_username(), role=m.role, since=m.created_at) for m in memberships]
+
+
+@dataclass(frozen=True)
+class InvitationListing:
+    """A pending invitation as its invitee sees it: the app's name, who invited, the role; not the app itself."""
+
+    id: int
+    app_name: str
+    invited_by: str
+    role: str
+    created_at: datetime
+
+
+def invitations_pending_for(user: Any) -> list[InvitationListing]:
+    """The invitations waiting for `user`'s answer, newest first."""
+    invitations = (
+        Invitation.objects.filter(invitee=user, status=InvitationStatus.PENDING)
+        .select_related("app", "invited_by")
+        .order_by("-created_at", "-id")
+    )
+    return [
+        InvitationListing(
+            id=i.pk,
+            app_name=i.app.name,
+            invited_by=i.invited_by.get_username() if i.invited_by else "",
+            role=i.role,
+            created_at=i.created_at,
+        )
+        for i in invitations
+    ]
+
+
+@dataclass(frozen=True)
+class SentInvitation:
+    """A pending invitation as the app's owner sees it (GET /api/apps/<id>/invitations/)."""
+
+    id: int
+    username: str
+    role: str
+    created_at: datetime
+
+
+def invitations_pending_of(app: App) -> list[SentInvitation]:
+    """An app's invitations still waiting for an answer, newest first. Reach `app` with need "own" first."""
+    invitations = (
+        Invitation.objects.filter(app=app, status=InvitationStatus.PENDING)
+        .select_related("invitee")
+        .order_by("-created_at", "-id")
+    )
+    return [
+        SentInvitation(id=i.pk, username=i.invitee.get_username(), role=i.role, created_at=i.created_at)
+        for i in invitations
     ]
 
 
@@ -114,6 +201,96 @@ def routes_of(app: App) -> QuerySet[Route]:
     return Route.objects.filter(app=app).order_by("name")
 
 
+@dataclass(frozen=True)
+class ConnectedClient:
+    """An OAuth client holding live tokens a user granted."""
+
+    application_id: int
+    name: str
+    client_id: str
+    scopes: list[str]
+    connected_at: datetime
+
+
+def oauth_clients_connected_to(user: Any) -> list[ConnectedClient]:
+    """The OAuth clients holding an access token or an unrevoked refresh token of `user`, oldest first."""
+    live_refresh = RefreshToken.objects.filter(user=user, revoked__isnull=True)
+    application_ids = set(AccessToken.objects.filter(user=user).values_list("application_id", flat=True))
+    application_ids |= set(live_refresh.values_list("application_id", flat=True))
+    clients = []
+    for application in Application.objects.filter(pk__in=application_ids).order_by("created"):
+        granted: set[str] = set()
+        for scope in AccessToken.objects.filter(user=user, application=application).values_list("scope", flat=True):
+            granted.update(scope.split())
+        # Rotation replaces the tokens on every refresh; the first refresh token of the family dates the consent.
+        families = live_refresh.filter(application=application).exclude(token_family=None).values("token_family")
+        first = (
+            RefreshToken.objects.filter(token_family__in=families).order_by("created").first()
+            or AccessToken.objects.filter(user=user, application=application).order_by("created").first()
+        )
+        clients.append(
+            ConnectedClient(
+                application_id=application.pk,
+                name=application.name or application.client_id,
+                client_id=application.client_id,
+                scopes=[SCOPES.get(scope, scope) for scope in sorted(granted)],
+                connected_at=first.created if first else application.created,
+            )
+        )
+    return clients
+
+
 def tokens_of(user: Any) -> QuerySet[ApiToken]:
     """The user's personal API tokens, newest first (revoked and expired ones included, marked by their fields)."""
     return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
+
+
+# --- App pages (apps_registry/pages/app_views.py): an app already reached through access.app_for ---
+
+
+def records_of(app: App, *, collection: str | None = None, id_contains: str = "") -> QuerySet[Record]:
+    """The app's stored records (one collection, or all), by collection then id; `id_contains` filters ids."""
+    records = Record.objects.filter(storage__app=app).order_by("collection", "record_id")
+    if collection is not None:
+        records = records.filter(collection=collection)
+    if id_contains:
+        records = records.filter(record_id__icontains=id_contains)
+    return records
+
+
+def record_counts_of(app: App) -> dict[str, int]:
+    """How many records each collection of the app holds (declared collections first, at 0 when empty)."""
+    counts = dict.fromkeys(app.collections or {}, 0)
+    for row in Record.objects.filter(storage__app=app).values("collection").annotate(n=Count("id")).order_by():
+        counts[row["collection"]] = row["n"]
+    return counts
+
+
+def advisories_for_users(app: App) -> QuerySet[Advisory]:
+    """The app's open advisories that carry a summary meant for its users."""
+    return advisories_open_for(app).exclude(user_summary="")
+
+
+@dataclass(frozen=True)
+class AppActivity:
+    """What the home page adds to an app's listing: when it last changed, and its notes for users."""
+
+    changed_at: datetime
+    notes: int
+
+
+def app_activity_for(actor: Any) -> dict[uuid.UUID, AppActivity]:
+    """For each app the actor can see: the latest change (its definition or a record) and open user notes."""
+    apps = apps_visible_to(actor).annotate(
+        last_record=Max("storage__records__updated_at"),
+        notes=Count(
+            "advisories", filter=Q(advisories__resolved=False) & ~Q(advisories__user_summary=""), distinct=True
+        ),
+    )
+    return {
+        app.id: AppActivity(
+            changed_at=max(filter(None, [app.updated_at, app.last_record])),  # type: ignore[attr-defined]
+            notes=int(app.notes),  # type: ignore[attr-defined]
+        )
+        for app in apps
+    }

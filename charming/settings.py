@@ -6,6 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from csp.constants import NONE, SELF
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -26,10 +27,13 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "oauth2_provider",
     "apps_registry",
     "mcp_tools",
     # --- Accounts for people (pages, login throttling) ---
     "axes",
+    # --- App pages: progressive enhancement (request.htmx) ---
+    "django_htmx",
 ]
 
 MIDDLEWARE = [
@@ -43,6 +47,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # --- Accounts for people: django-axes last, so it sees every login attempt's outcome ---
     "axes.middleware.AxesMiddleware",
+    # --- App pages: the Content-Security-Policy header, and request.htmx ---
+    "csp.middleware.CSPMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "charming.urls"
@@ -96,7 +103,11 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = DEBUG
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["apps_registry.authentication.BearerTokenAuthentication"],
+    # OAuth access tokens first: it answers only for bearer tokens that are not personal (chm_) tokens.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apps_registry.authentication.OAuthTokenAuthentication",
+        "apps_registry.authentication.BearerTokenAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "EXCEPTION_HANDLER": "apps_registry.api.errors.exception_handler",
     # DRF's JSONParser with the body bounded by DATA_UPLOAD_MAX_MEMORY_SIZE (413 beyond it).
@@ -141,6 +152,63 @@ CHARMING_MCP_ALLOWED_ORIGINS = env.list("CHARMING_MCP_ALLOWED_ORIGINS", default=
 # Seconds an idle 2025-11-25 session (Mcp-Session-Id) is kept in the worker's memory.
 CHARMING_MCP_SESSION_IDLE_SECONDS = env.int("CHARMING_MCP_SESSION_IDLE_SECONDS", default=1800)
 
+# --- OAuth 2.1 authorization server (django-oauth-toolkit; apps_registry/oauth, docs/operations.md#oauth) ---
+# Seconds an access token is valid; clients refresh it with their refresh token.
+CHARMING_OAUTH_ACCESS_TOKEN_SECONDS = env.int("CHARMING_OAUTH_ACCESS_TOKEN_SECONDS", default=3600)
+# Seconds a refresh token stays usable after its access token expired (rotation gives a new one each refresh).
+CHARMING_OAUTH_REFRESH_TOKEN_SECONDS = env.int("CHARMING_OAUTH_REFRESH_TOKEN_SECONDS", default=30 * 24 * 3600)
+# Seconds an authorization code may wait before the client exchanges it.
+CHARMING_OAUTH_AUTHORIZATION_CODE_SECONDS = env.int("CHARMING_OAUTH_AUTHORIZATION_CODE_SECONDS", default=60)
+# Dynamic client registrations accepted per client IP address per hour (429 beyond it).
+CHARMING_OAUTH_REGISTRATIONS_PER_HOUR = env.int("CHARMING_OAUTH_REGISTRATIONS_PER_HOUR", default=20)
+# Accept https client_id URLs (Client ID Metadata Documents) and fetch their metadata.
+CHARMING_OAUTH_CIMD_ENABLED = env.bool("CHARMING_OAUTH_CIMD_ENABLED", default=True)
+
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto: true makes Django see those requests as https
+# (secure cookies, CSRF on the login and consent pages). Only behind a proxy that overwrites that header.
+if env.bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# http redirect URIs are allowed only on loopback addresses (RFC 8252 native apps), by
+# apps_registry/oauth/policy.py, which DOT's deploy check cannot see.
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
+# DOT's own models (named so apps_registry's migrations can point at the swappable Application).
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
+OAUTH2_PROVIDER = {
+    # One issuer, named by the public URL (not by the Host header a proxy passes on).
+    "OIDC_ISS_ENDPOINT": CHARMING_PUBLIC_URL,
+    "SCOPES_BACKEND_CLASS": "apps_registry.oauth.scopes.CharmingScopes",
+    "ACCESS_TOKEN_EXPIRE_SECONDS": CHARMING_OAUTH_ACCESS_TOKEN_SECONDS,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": CHARMING_OAUTH_REFRESH_TOKEN_SECONDS,
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": CHARMING_OAUTH_AUTHORIZATION_CODE_SECONDS,
+    # Authorization code + PKCE (S256 only) for every client; no implicit or password grants.
+    "PKCE_REQUIRED": True,
+    "OAUTH2_SERVER_CLASS": "apps_registry.oauth.server.S256OnlyServer",
+    "OAUTH2_VALIDATOR_CLASS": "apps_registry.oauth.validators.CharmingOAuth2Validator",
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],  # http only on loopback: apps_registry/oauth/policy.py
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
+    # Each refresh rotates the refresh token; presenting a used one again revokes the whole grant.
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 0,
+    # RFC 9700 gates, all enforced: no implicit/password grants, no "plain" PKCE, tokens only in the header,
+    # RFC 9207 `iss` on authorization responses, tokens stored hashed.
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    # RFC 7591 registration, open to anonymous public clients (policy and rate limit in apps_registry/oauth).
+    "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "CIMD_ENABLED": CHARMING_OAUTH_CIMD_ENABLED,
+    "CIMD_METADATA_FETCHER": "apps_registry.oauth.cimd.PolicyMetadataFetcher",
+}
+
 # --- Accounts for people (apps_registry/pages: sign-up, log-in, tokens; docs/pages.md) ---
 # django-axes checks every authenticate() (the site's and the admin's log-in) before the model backend.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
@@ -166,3 +234,22 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "accounts/lockout.html"
+
+
+# --- App pages: Content-Security-Policy (django-csp 4) ---
+# Strict on every response: no inline script or style anywhere (the pages, the admin and htmx from
+# /static/ all comply), nothing from other origins, no framing, forms post only to this site. Note:
+# browsers apply form-action to the redirect after a POST too, so a page whose form redirects to
+# another origin (an OAuth consent to a client's redirect URI) must widen it for that view only
+# (csp.decorators.csp_update({"form-action": [...]})).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    },
+}

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from apps_registry.oauth import urls as oauth_urls
 from mcp_tools.views import protected_resource_metadata
 
 admin.site.site_header = "Charming staff console"
@@ -15,6 +16,9 @@ urlpatterns = [
     # RFC 9728 metadata for the MCP endpoint, at the root and at the /mcp-suffixed location.
     path(".well-known/oauth-protected-resource", protected_resource_metadata, name="oauth-protected-resource"),
     path(".well-known/oauth-protected-resource/mcp", protected_resource_metadata, name="oauth-protected-resource-mcp"),
+    # --- OAuth 2.1 authorization server (apps_registry/oauth): metadata, authorize, token, revoke, register ---
+    path("", include(oauth_urls)),
+    *oauth_urls.page_urlpatterns,
     # --- Pages for people: home, accounts (Django's auth URL names), connect an agent (apps_registry/pages) ---
     path("", include("apps_registry.pages.urls")),
 ]

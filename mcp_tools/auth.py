@@ -23,21 +23,32 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from apps_registry.authentication import bearer_token_from_header
+from apps_registry.authentication import bearer_token_from_header, is_personal_token
 from apps_registry.exceptions import AuthenticationFailed
+from apps_registry.oauth.scopes import ALL_SCOPES
+from apps_registry.services.oauth import oauth_token_authenticate
 from apps_registry.services.tokens import token_authenticate
 
 logger = logging.getLogger(__name__)
 
-# Fixed client id: the session owner is (client_id, issuer, subject), so the subject (the user id)
-# is what tells two users apart.
+# Fixed client id for personal tokens: the session owner is (client_id, issuer, subject), so the subject
+# (the user id) is what tells two users apart. OAuth callers carry their client's id.
 CLIENT_ID = "charming-api-token"
 
 
 @dataclass(frozen=True)
 class Caller:
+    """Who is calling and what their credential allows.
+
+    `scopes` are the OAuth scopes granted to the token (every scope for a personal token): the hook for
+    scope enforcement at tools/list and tools/call.
+    """
+
     user: Any
     token_id: int | None
+    scopes: frozenset[str] = ALL_SCOPES
+    client_id: str = CLIENT_ID
+    kind: str = "api-token"
 
 
 current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("charming_mcp_caller", default=None)
@@ -56,6 +67,11 @@ def _authenticate(header: str | None) -> Caller:
     plaintext = bearer_token_from_header(header)
     if header and plaintext is None:
         raise AuthenticationFailed("Malformed Authorization header: expected 'Bearer <token>'.")
+    if plaintext is not None and not is_personal_token(plaintext):
+        access = oauth_token_authenticate(plaintext=plaintext, resource=resource_url())
+        return Caller(
+            user=access.user, token_id=access.token_id, scopes=access.scopes, client_id=access.client_id, kind="oauth"
+        )
     token = token_authenticate(plaintext=plaintext)
     return Caller(user=token.user, token_id=token.pk)
 
@@ -84,7 +100,10 @@ async def send_unauthorized(send: Send, message: str, *, token_given: bool) -> N
 def sdk_user_for(caller: Caller) -> AuthenticatedUser:
     # The AccessToken names the API token by id, never by its secret: nothing downstream needs it.
     access = AccessToken(
-        token=f"api-token:{caller.token_id}", client_id=CLIENT_ID, scopes=[], subject=str(caller.user.pk)
+        token=f"{caller.kind}:{caller.token_id}",
+        client_id=caller.client_id,
+        scopes=sorted(caller.scopes),
+        subject=str(caller.user.pk),
     )
     return AuthenticatedUser(access)
 

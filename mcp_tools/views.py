@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from apps_registry.oauth.scopes import SCOPES
 from mcp_tools.auth import resource_url
 
 
 @require_GET
 def protected_resource_metadata(request: HttpRequest) -> JsonResponse:
-    # Tokens are Charming API tokens (manage.py create_token), sent as a bearer header; there is no
-    # OAuth authorization server to name, which RFC 9728 allows.
-    return JsonResponse(
+    # Charming is its own authorization server (apps_registry/oauth); personal API tokens are accepted too.
+    response = JsonResponse(
         {
             "resource": resource_url(),
             "resource_name": "Charming MCP endpoint",
+            "authorization_servers": [settings.CHARMING_PUBLIC_URL],
+            "scopes_supported": list(SCOPES),
             "bearer_methods_supported": ["header"],
-            "scopes_supported": [],
         }
     )
+    response["Access-Control-Allow-Origin"] = "*"
+    return response

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps_registry.api import apps, definitions, feedback, runs
+from apps_registry.api import apps, definitions, feedback, runs, sharing
 
 app_name = "api"
 
@@ -12,4 +12,17 @@ urlpatterns = [
     path("apps/<str:app_id>/definition/", definitions.DefinitionView.as_view(), name="app-definition"),
     path("apps/<str:app_id>/feedback/", feedback.AppFeedbackView.as_view(), name="app-feedback"),
     path("apps/<str:app_id>/run/<str:op>/", runs.RouteRunView.as_view(), name="app-run"),
+    path("apps/<str:app_id>/members/", sharing.AppMembersView.as_view(), name="app-members"),
+    path("apps/<str:app_id>/members/<str:username>/", sharing.AppMemberView.as_view(), name="app-member"),
+    path("apps/<str:app_id>/invitations/", sharing.AppInvitationsView.as_view(), name="app-invitations"),
+    path(
+        "apps/<str:app_id>/invitations/<str:invitation_id>/",
+        sharing.AppInvitationView.as_view(),
+        name="app-invitation",
+    ),
+    path("invitations/", sharing.InvitationListView.as_view(), name="invitation-list"),
+    path("invitations/<str:invitation_id>/accept/", sharing.InvitationAcceptView.as_view(), name="invitation-accept"),
+    path(
+        "invitations/<str:invitation_id>/decline/", sharing.InvitationDeclineView.as_view(), name="invitation-decline"
+    ),
 ]

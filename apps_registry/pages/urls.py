@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from apps_registry.pages import views
+from apps_registry.pages import app_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -51,4 +51,12 @@ urlpatterns = [
     path("connect/", views.connect, name="connect"),
     path("connect/token/", views.token_created, name="token_created"),
     path("connect/tokens/<int:token_id>/revoke/", views.token_revoke_view, name="token_revoke"),
+    # --- App pages: each app's page generated from its definition (apps_registry/pages/app_views.py) ---
+    path("apps/<uuid:app_id>/", app_views.app_page, name="app_page"),
+    path("apps/<uuid:app_id>/run/<str:op>/", app_views.route_submit, name="app_route_submit"),
+    path("apps/<uuid:app_id>/feedback/", app_views.feedback_submit, name="app_feedback"),
+    path("apps/<uuid:app_id>/records/<str:collection>/", app_views.records_page, name="app_records"),
+    path("apps/<uuid:app_id>/export.json", app_views.export_json, name="app_export_json"),
+    path("apps/<uuid:app_id>/export.csv", app_views.export_csv, name="app_export_csv"),
+    path("apps/<uuid:app_id>/delete/", app_views.app_delete_page, name="app_delete"),
 ]

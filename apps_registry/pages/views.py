@@ -21,7 +21,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from apps_registry.exceptions import CharmingError, InvalidInput, NotFound
 from apps_registry.pages.connect import host_configs, mcp_url
 from apps_registry.pages.forms import AccountDeleteForm, SignUpForm, TokenCreateForm
-from apps_registry.selectors import app_listings_for, tokens_of
+from apps_registry.selectors import app_activity_for, app_listings_for, tokens_of
 from apps_registry.services.accounts import account_create, account_delete
 from apps_registry.services.tokens import token_create, token_revoke_own
 
@@ -37,7 +37,9 @@ def home(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
         return render(request, "pages/welcome.html")
     listings = app_listings_for(request.user)
-    return render(request, "pages/home.html", {"listings": listings, "mcp_url": mcp_url()})
+    activity = app_activity_for(request.user)
+    rows = [(listing, activity.get(listing.id)) for listing in listings]
+    return render(request, "pages/home.html", {"listings": listings, "rows": rows, "mcp_url": mcp_url()})
 
 
 @sensitive_post_parameters("password1", "password2")

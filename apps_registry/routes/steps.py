@@ -244,8 +244,9 @@ class InsertStep(StepKind):
         return call.store.insert(step.collection, new_id, data)
 
 
-class UpdateStep(StepKind):
-    op = "update"
+class _MergeStep(StepKind):
+    """update and upsert: merge a value into the record with the given id (whose id never changes)."""
+
     keys = {"collection": Key("collection", True), "id": Key("expr", True), "value": Key("expr", True)}
     writes = True
 
@@ -254,20 +255,16 @@ class UpdateStep(StepKind):
         target = record_id(step, call)
         data = record_value(step, call)
         data.pop("id", None)  # a record's id never changes
-        return call.store.update(step.collection, target, data)
+        write = call.store.update if self.op == "update" else call.store.upsert
+        return write(step.collection, target, data)
 
 
-class UpsertStep(StepKind):
+class UpdateStep(_MergeStep):
+    op = "update"
+
+
+class UpsertStep(_MergeStep):
     op = "upsert"
-    keys = {"collection": Key("collection", True), "id": Key("expr", True), "value": Key("expr", True)}
-    writes = True
-
-    def run(self, step: Step, call: Call) -> Any:
-        assert step.collection is not None
-        target = record_id(step, call)
-        data = record_value(step, call)
-        data.pop("id", None)
-        return call.store.upsert(step.collection, target, data)
 
 
 class DeleteStep(StepKind):

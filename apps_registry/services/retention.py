@@ -219,7 +219,7 @@ def app_purge(
         app = App.objects.select_for_update().select_related("owner").filter(pk=_uuid(app_id, "app")).first()
         if app is None:
             raise NotFound(f"No app with id {app_id} exists.")
-        storage = Storage.objects.select_for_update().select_related("owner").filter(app=app).first()
+        storage = Storage.objects.select_for_update(of=("self",)).select_related("owner").filter(app=app).first()
         record_count = storage.records.count() if storage is not None else 0
         if storage is not None:
             storage.app, storage.detached_at = None, timezone.now()

@@ -8,7 +8,18 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 from django.utils import timezone
 
-from apps_registry.models import Advisory, ApiToken, App, AuditEvent, Feedback, FeedbackResponse, Record, Storage
+from apps_registry.models import (
+    Advisory,
+    ApiToken,
+    App,
+    AuditEvent,
+    Feedback,
+    FeedbackResponse,
+    Invitation,
+    Record,
+    Storage,
+)
+from apps_registry.services.sharing import invitation_create
 from apps_registry.services.tokens import token_create
 from tests.factories import AdvisoryFactory, FeedbackFactory, RecordFactory, UserFactory, make_app
 from tests.retention_helpers import app_with_records, records_by_app, retained
@@ -26,6 +37,7 @@ def populated(staff):
     advisory.app.routes.create(name="add", kind="mutation")
     token_create(user=advisory.app.owner)
     AuditEvent.objects.create(actor=staff, actor_repr="staffer", action="app.delete", details={})
+    invitation_create(actor=advisory.app.owner, app_id=advisory.app.id, invitee=UserFactory().username, role="viewer")
     return advisory
 
 
@@ -349,3 +361,19 @@ def test_the_app_page_shows_the_history_of_its_definition_with_a_diff(client, st
         in page
     )
     assert 'name="versions-0-summary"' not in page  # read-only: no form fields
+
+
+def test_the_app_page_shows_members_and_invitations_read_only(client, staff, user, other_user):
+    app = make_app(owner=user, name="Budget")
+    invitation_create(actor=user, app_id=app.id, invitee="bob", role="editor")
+    client.force_login(staff)
+    page = client.get(admin_url(App, "change", app.pk)).content.decode()
+    assert "Invitations" in page and "pending" in page and "editor" in page
+    assert 'name="invitations-0-role"' not in page and 'name="invitations-0-status"' not in page
+    invitation = Invitation.objects.get()
+    assert client.post(admin_url(Invitation, "change", invitation.pk), {"status": "accepted"}).status_code == 403
+    assert client.get(admin_url(Invitation, "add")).status_code == 403
+    invitation.refresh_from_db()
+    assert invitation.status == "pending"
+    listing = client.get(admin_url(Invitation, "changelist"), {"status__exact": "pending"})
+    assert list(listing.context["cl"].result_list) == [invitation]

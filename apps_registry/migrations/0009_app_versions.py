@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('apps_registry', '0006_storage_owner_survives_account_deletion'),
+        ('apps_registry', '0008_oauth_client_registration'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

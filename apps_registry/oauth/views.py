@@ -1,0 +1,168 @@
+"""OAuth endpoints with Charming's policy on top of django-oauth-toolkit's views, and the page where a
+person sees and disconnects the clients they authorized."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+from oauth2_provider.views import (
+    AuthorizationView,
+    DynamicClientRegistrationManagementView,
+    DynamicClientRegistrationView,
+)
+
+from apps_registry.oauth.policy import redirect_uris_problem, resource_problem
+from apps_registry.selectors import oauth_clients_connected_to
+from apps_registry.services.oauth import oauth_client_disconnect, registration_allowed, registration_record
+
+ALLOWED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+CORS_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "POST, OPTIONS",
+    "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version",
+    "Access-Control-Max-Age": "600",
+}
+
+
+def cors_open(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+    """Let browser-based clients (the MCP Inspector's web UI) call a token, revocation or registration
+    endpoint. Safe because these endpoints never read cookies: they authenticate nothing but what the
+    request itself carries."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        response = HttpResponse(status=204) if request.method == "OPTIONS" else view(request, *args, **kwargs)
+        for name, value in CORS_HEADERS.items():
+            response[name] = value
+        return response
+
+    return wrapped
+
+
+def _registration_error(error: str, description: str, status: int = 400) -> JsonResponse:
+    return JsonResponse({"error": error, "error_description": description}, status=status)
+
+
+def registration_metadata_problem(data: Any) -> JsonResponse | None:
+    """Charming's registration policy (RFC 7591 error codes), checked before DOT registers the client."""
+    if not isinstance(data, dict):
+        return None  # DOT answers malformed bodies itself
+    auth_method = data.get("token_endpoint_auth_method", "client_secret_basic")
+    if auth_method != "none":
+        return _registration_error(
+            "invalid_client_metadata",
+            f"token_endpoint_auth_method {auth_method!r} is not offered to anonymous registration: register a "
+            'public client with "none" (PKCE protects its authorization codes).',
+        )
+    grant_types = data.get("grant_types", ["authorization_code"])
+    if isinstance(grant_types, list):
+        unsupported = sorted(str(grant) for grant in grant_types if grant not in ALLOWED_GRANT_TYPES)
+        if unsupported:
+            return _registration_error(
+                "invalid_client_metadata",
+                f"grant_types {unsupported} are not supported; use authorization_code and refresh_token.",
+            )
+    response_types = data.get("response_types", ["code"])
+    if isinstance(response_types, list) and any(kind != "code" for kind in response_types):
+        return _registration_error("invalid_client_metadata", 'response_types must be ["code"].')
+    problem = redirect_uris_problem(data.get("redirect_uris"))
+    if problem:
+        return _registration_error("invalid_redirect_uri", f"{problem}.")
+    return None
+
+
+class CharmingAuthorizationView(AuthorizationView):
+    """DOT's consent flow, refusing resources this server does not serve before the person is asked."""
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        problem = resource_problem(request.GET.getlist("resource"))
+        if problem:
+            error = {"error": "invalid_target", "description": problem}
+            return self.render_to_response({"error": error}, status=400)
+        response = super().get(request, *args, **kwargs)
+        _allow_consent_redirect(response)
+        return response
+
+    def form_valid(self, form: Any) -> HttpResponseBase:
+        # The resource travels in a hidden field between the consent page and its POST: check it again.
+        problem = resource_problem((form.cleaned_data.get("resource") or "").split())
+        if problem:
+            error = {"error": "invalid_target", "description": problem}
+            return self.render_to_response({"error": error}, status=400)
+        return super().form_valid(form)
+
+
+def _allow_consent_redirect(response: HttpResponseBase) -> None:
+    """Let the consent form's answer redirect to the client: CSP's form-action covers the redirect a form
+    POST leads to, and the site's policy allows only 'self'. Added only when the consent form is shown,
+    i.e. after DOT has checked the redirect URI against the client's registered ones."""
+    context = getattr(response, "context_data", None) or {}
+    form = context.get("form")
+    if context.get("error") or form is None:
+        return
+    target = urlsplit(str(form.initial.get("redirect_uri") or ""))
+    if target.scheme in ("http", "https") and target.netloc:
+        response._csp_update = {"form-action": [f"{target.scheme}://{target.netloc}"]}  # type: ignore[attr-defined]
+
+
+class RegistrationView(DynamicClientRegistrationView):
+    """RFC 7591 registration for anonymous public clients, limited per client address."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        client_ip = request.META.get("REMOTE_ADDR") or "0.0.0.0"
+        if not registration_allowed(client_ip=client_ip):
+            response = _registration_error(
+                "rate_limited",
+                "Too many client registrations from this address in the last hour; reuse the client you "
+                "registered, or try again later.",
+                status=429,
+            )
+            response["Retry-After"] = "3600"
+            return response
+        try:
+            data = json.loads(request.body)
+        except ValueError:
+            data = None
+        refusal = registration_metadata_problem(data)
+        if refusal is not None:
+            return refusal
+        response = super().post(request, *args, **kwargs)
+        if response.status_code == 201:
+            registration_record(client_id=json.loads(response.content)["client_id"], client_ip=client_ip)
+        return response
+
+
+class RegistrationManagementView(DynamicClientRegistrationManagementView):
+    """RFC 7592 reads, updates and deletes; an update must meet the same policy as a registration."""
+
+    def put(self, request: HttpRequest, client_id: str, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            data = json.loads(request.body)
+        except ValueError:
+            data = None
+        refusal = registration_metadata_problem(data)
+        if refusal is not None:
+            return refusal
+        return super().put(request, client_id, *args, **kwargs)
+
+
+@login_required
+@require_http_methods(["GET"])
+def connected_clients(request: HttpRequest) -> HttpResponse:
+    """The clients (Claude, ChatGPT, ...) holding tokens the user granted, each with a Disconnect button."""
+    return render(request, "oauth/connected_clients.html", {"clients": oauth_clients_connected_to(request.user)})
+
+
+@login_required
+@require_POST
+def connected_client_disconnect(request: HttpRequest, application_id: int) -> HttpResponse:
+    oauth_client_disconnect(user=request.user, application_id=application_id)
+    return redirect("oauth-connected-clients")

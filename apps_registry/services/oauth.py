@@ -1,0 +1,98 @@
+"""OAuth access tokens (issued by django-oauth-toolkit) as credentials, clients' registrations, and a
+person disconnecting a client."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
+from oauth2_provider.settings import oauth2_settings
+
+from apps_registry.exceptions import AuthenticationFailed
+from apps_registry.models import OAuthClientRegistration
+from apps_registry.oauth.scopes import scopes_parse
+
+REGISTRATION_WINDOW = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class OAuthAccess:
+    """An authenticated OAuth access token: whose it is, which client holds it, and what it may do."""
+
+    user: Any
+    token_id: int
+    client_id: str
+    client_name: str
+    scopes: frozenset[str]
+
+
+def oauth_token_authenticate(*, plaintext: str, resource: str) -> OAuthAccess:
+    """Resolve an OAuth access token presented to `resource`, or say exactly why it is refused."""
+    checksum = hashlib.sha256(plaintext.encode()).hexdigest()
+    token = AccessToken.objects.select_related("user", "application").filter(token_checksum=checksum).first()
+    if token is None:
+        raise AuthenticationFailed(
+            "Unknown token: no such access token exists (it may have been revoked). Connect again to get a new one."
+        )
+    if token.user is None or oauth2_settings.DCR_REGISTRATION_SCOPE in scopes_parse(token.scope):
+        raise AuthenticationFailed(
+            "Not a user's access token: it acts for no user (e.g. a client registration token), so it grants no access."
+        )
+    if token.is_expired():
+        raise AuthenticationFailed(
+            f"Expired token: this access token expired at {token.expires:%Y-%m-%d %H:%M:%S} UTC; "
+            "refresh it or connect again."
+        )
+    if not token.allows_audience(resource):
+        issued_for = ", ".join(token.resource)
+        raise AuthenticationFailed(
+            f"Token issued for another resource: it is valid for {issued_for}, not {resource}. "
+            f"Request a token with resource={resource}."
+        )
+    if not token.user.is_active:
+        raise AuthenticationFailed("Inactive user: the account this token belongs to is disabled.")
+    application = token.application
+    return OAuthAccess(
+        user=token.user,
+        token_id=token.pk,
+        client_id=application.client_id if application else "",
+        client_name=(application.name if application else "") or "an unnamed client",
+        scopes=scopes_parse(token.scope),
+    )
+
+
+def registration_allowed(*, client_ip: str) -> bool:
+    """Whether `client_ip` may register another client now (CHARMING_OAUTH_REGISTRATIONS_PER_HOUR)."""
+    since = timezone.now() - REGISTRATION_WINDOW
+    recent = OAuthClientRegistration.objects.filter(client_ip=client_ip, created_at__gte=since).count()
+    return recent < settings.CHARMING_OAUTH_REGISTRATIONS_PER_HOUR
+
+
+def registration_record(*, client_id: str, client_ip: str) -> OAuthClientRegistration:
+    """Note which address registered the client `client_id` (counted by `registration_allowed`)."""
+    application = Application.objects.get(client_id=client_id)
+    return OAuthClientRegistration.objects.create(application=application, client_ip=client_ip)
+
+
+@transaction.atomic
+def oauth_client_disconnect(*, user: Any, application_id: int) -> int:
+    """Revoke everything `user` granted the client: its access and refresh tokens and pending codes.
+
+    Returns how many tokens were revoked; 0 when the client holds nothing of the user's (or does not exist).
+    """
+    refresh_tokens = list(
+        RefreshToken.objects.select_for_update().filter(user=user, application_id=application_id, revoked__isnull=True)
+    )
+    for refresh_token in refresh_tokens:
+        refresh_token.revoke()
+    access_tokens = AccessToken.objects.filter(user=user, application_id=application_id)
+    revoked = len(refresh_tokens) + access_tokens.count()
+    access_tokens.delete()
+    Grant.objects.filter(user=user, application_id=application_id).delete()
+    return revoked

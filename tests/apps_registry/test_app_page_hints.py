@@ -1,0 +1,106 @@
+"""Presentation hints: their check (for the compiler to call at save time) and how the page applies them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from apps_registry.pages import app_views
+from apps_registry.pages.hints import RouteHints, hint_problems, hints_from
+from apps_registry.pages.schema_forms import result_view
+from apps_registry.services.definitions import app_definition_save
+from tests.apps_registry.route_helpers import example, run
+
+
+def with_hints(**routes):
+    definition = example("budget")
+    for name, hints in routes.items():
+        definition["routes"][name].update(hints)
+    return definition
+
+
+def test_good_hints_have_no_problems():
+    definition = with_hints(
+        summary={"title": "This month", "view": "fields", "start": True},
+        list_expenses={"columns": ["at", {"key": "amount", "label": "€"}, "category"]},
+        delete_expense={"form": False},
+    )
+    assert hint_problems(definition) == []
+    assert hint_problems(example("budget")) == []
+
+
+@pytest.mark.parametrize(
+    ("hints", "path", "message"),
+    [
+        ({"summary": {"title": ""}}, "$.routes.summary.title", "must be text of 1 to 100 characters"),
+        ({"summary": {"view": "chart"}}, "$.routes.summary.view", "must be one of table, fields, figure, got 'chart'"),
+        ({"add_expense": {"view": "table"}}, "$.routes.add_expense.view", "is a hint for query routes only"),
+        ({"summary": {"form": False}}, "$.routes.summary.form", "is a hint for mutation routes only"),
+        ({"list_expenses": {"columns": []}}, "$.routes.list_expenses.columns", "must be a list of 1 to 50 columns"),
+        (
+            {"list_expenses": {"columns": ["id", "id"]}},
+            "$.routes.list_expenses.columns[1]",
+            "column 'id' is listed twice",
+        ),
+        (
+            {"list_expenses": {"columns": [{"key": "id", "x": 1}]}},
+            "$.routes.list_expenses.columns[0]",
+            "unknown key(s) x",
+        ),
+        (
+            {"summary": {"start": True}, "list_expenses": {"start": True}},
+            "$.routes.summary.start",
+            "only one start view per app; list_expenses is one",
+        ),
+    ],
+)
+def test_bad_hints_are_reported_at_their_path(hints, path, message):
+    assert {"path": path, "message": message} in hint_problems(with_hints(**hints))
+
+
+def test_hints_from_reads_a_route():
+    hints = hints_from(
+        {"title": " Spend ", "view": "figure", "columns": ["a", {"key": "b", "label": "B"}], "form": False}
+    )
+    assert hints == RouteHints(title="Spend", view="figure", columns=(("a", ""), ("b", "B")), start=False, form=False)
+
+
+def test_columns_hint_chooses_order_and_labels():
+    view = result_view(
+        [{"id": "1", "amount": 2.0, "category": "food"}],
+        {"type": "array", "items": {"type": "object", "properties": {"id": {}, "amount": {"type": "number"}}}},
+        columns=(("category", ""), ("amount", "€")),
+    )
+    assert [(c.key, c.label, c.numeric) for c in view.columns] == [
+        ("category", "Category", False),
+        ("amount", "€", True),
+    ]
+    assert [c.text for c in view.rows[0]] == ["food", "2"]
+
+
+def test_view_hints_table_of_an_object_and_figure_of_a_single_value():
+    assert result_view({"a": 1, "b": 2}, None, view="table").shape == "table"
+    figure = result_view({"total": 5}, None, view="figure")
+    assert figure.shape == "figure" and figure.figure.text == "5" and figure.figure.label == "Total"
+    assert result_view([1, 2], None, view="figure").shape == "list"  # a hint that does not fit is ignored
+
+
+@pytest.mark.django_db
+def test_page_applies_titles_start_view_and_hidden_forms(client, user, monkeypatch):
+    app = app_definition_save(actor=user, definition=example("budget"))
+    run(user, app, "set_budget", {"limit": 10})
+    stored = {
+        "summary": {"title": "This month", "start": True, "view": "figure"},
+        "delete_expense": {"form": False},
+    }
+    monkeypatch.setattr(app_views, "route_hints", lambda route: hints_from(stored.get(route.name)))
+    monkeypatch.setattr("apps_registry.pages.hints.route_hints", lambda route: hints_from(stored.get(route.name)))
+    client.force_login(user)
+    body = re.sub(r"\s+", " ", client.get(reverse("app_page", args=[app.id])).content.decode())
+    views = re.findall(r'<article class="card view" id="view-(\w+)"', body)
+    assert views[0] == "summary"
+    assert '<h3 id="view-summary-title">This month</h3>' in body
+    assert 'id="action-delete_expense"' not in body
+    assert 'id="action-add_expense"' in body
