@@ -1,5 +1,6 @@
-"""App definitions (the author format v1): save (create or replace) whole or not at all, export,
-clear. Saving recomputes the app's authoring advisories."""
+"""App definitions (the author format v1): save (create or replace) whole or not at all, check without
+saving, export, clear; the app's versions (each save kept whole) and restoring one. Saving runs the
+definition's tests and recomputes the app's authoring advisories."""
 
 from __future__ import annotations
 
