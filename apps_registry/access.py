@@ -38,9 +38,8 @@ NEEDS: tuple[Need, ...] = get_args(Need)
 _ALL_ROLES = frozenset({Role.OWNER, Role.EDITOR, Role.VIEWER})
 
 # The table. read: see the app and its routes; query: run its queries; feedback: send feedback on it
-# to staff; mutate: run its mutations; author: read, replace or clear its definition; own: share it,
-# manage its members; delete: delete it. (Authoring stays owner-only for now: widening it to editors
-# is this one line.)
+# to staff; membership: answer one's own invitation, leave; mutate: run its mutations; author: read,
+# replace or clear its definition; own: share it, manage its members; delete: delete it.
 ALLOWED_ROLES: dict[Need, frozenset[str]] = {
     "read": _ALL_ROLES,
     "query": _ALL_ROLES,
@@ -48,7 +47,7 @@ ALLOWED_ROLES: dict[Need, frozenset[str]] = {
     # membership: answer one's own invitation or leave an app (who exactly: invitation_for, leave_check).
     "membership": _ALL_ROLES,
     "mutate": frozenset({Role.OWNER, Role.EDITOR}),
-    "author": frozenset({Role.OWNER}),
+    "author": frozenset({Role.OWNER, Role.EDITOR}),
     "own": frozenset({Role.OWNER}),
     "delete": frozenset({Role.OWNER}),
 }
@@ -106,8 +105,8 @@ def refusal_message(*, app_name: str, role: str, need: Need) -> str:
         )
     if need == "author":
         return (
-            f"Only the app's owner can read or change the definition of app '{app_name}'; "
-            f"you are {_with_article(role)}, not the owner."
+            f"Only the app's owner and editors can read or change the definition of app '{app_name}'; "
+            f"you are {_with_article(role)}."
         )
     if need in ("own", "delete"):
         return (

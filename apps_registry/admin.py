@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import json
 from typing import Any
 
 from django import forms
@@ -20,6 +22,7 @@ from apps_registry.models import (
     Advisory,
     ApiToken,
     App,
+    AppVersion,
     AuditEvent,
     Feedback,
     FeedbackResponse,
@@ -63,6 +66,42 @@ class RouteInline(ReadOnlyAdminMixin, admin.StackedInline):
     show_change_link = True
 
 
+DIFF_MAX_LINES = 300
+
+
+def _definition_lines(definition: Any) -> list[str]:
+    return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+
+
+def definition_diff(before: Any, after: Any) -> str:
+    """A unified diff of two saved definitions (as sorted, indented JSON), at most DIFF_MAX_LINES lines."""
+    lines = list(
+        difflib.unified_diff(_definition_lines(before), _definition_lines(after), "before", "after", lineterm="", n=2)
+    )
+    if len(lines) > DIFF_MAX_LINES:
+        lines = lines[:DIFF_MAX_LINES] + [f"... ({len(lines) - DIFF_MAX_LINES} more lines)"]
+    return "\n".join(lines)
+
+
+class AppVersionInline(ReadOnlyAdminMixin, admin.StackedInline):
+    # The history of saves: each definition whole, as written, and what changed from the one before.
+    # Versions are written by the definition service only; restoring one is update_app's restore_version.
+    model = AppVersion
+    extra = 0
+    ordering = ("-number",)
+    fields = ("number", "author_repr", "created_at", "summary", "restored_from", "diff")
+    readonly_fields = ("number", "author_repr", "created_at", "summary", "restored_from", "diff")
+    verbose_name = "saved version"
+    verbose_name_plural = "history of the definition (newest first)"
+
+    @admin.display(description="Changes from the version before")
+    def diff(self, version: AppVersion) -> str:
+        previous = AppVersion.objects.filter(app_id=version.app_id, number__lt=version.number).order_by("-number")
+        before = previous.values_list("definition", flat=True).first()
+        text = definition_diff(before if before is not None else {}, version.definition)
+        return format_html('<pre class="definition-diff">{}</pre>', text or "(no change)")
+
+
 class MembershipInline(ReadOnlyAdminMixin, admin.TabularInline):
     # Ownership and sharing go through services (the owner row must match App.owner and the storage's owner).
     model = Membership
@@ -86,8 +125,8 @@ class AppAdmin(admin.ModelAdmin):
     list_filter = ("created_at",)
     # The owner is fixed (it must match the owner membership and the storage's owner); collections come
     # from the definition, like routes.
-    readonly_fields = ("id", "owner", "collections", "created_at", "updated_at")
-    inlines = (MembershipInline, InvitationInline, RouteInline)
+    readonly_fields = ("id", "owner", "version", "collections", "created_at", "updated_at")
+    inlines = (MembershipInline, InvitationInline, RouteInline, AppVersionInline)
     actions = ("purge_selected",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

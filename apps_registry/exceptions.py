@@ -153,6 +153,30 @@ class InvalidDefinition(CharmingError):
     http_status = 400
 
 
+class VersionConflict(CharmingError):
+    """An update that named a version other than the app's current one: someone saved in between."""
+
+    kind = "conflict"
+    http_status = 409
+
+    def __init__(self, *, app_name: str, expected_version: int, current_version: int) -> None:
+        super().__init__(
+            f"App '{app_name}' is at version {current_version}, not {expected_version}: it was saved since you "
+            "read it. Nothing was saved. Read the current definition, apply your change to it, and save again "
+            f"with expected_version {current_version}.",
+            details={"expected_version": expected_version, "current_version": current_version},
+        )
+        self.current_version = current_version
+
+
+class TestsFailed(CharmingError):
+    """A definition whose own tests fail; `details.tests` lists each result (expected vs got)."""
+
+    __test__ = False  # not a pytest test class
+    kind = "tests_failed"
+    http_status = 422
+
+
 class ConfirmationRequired(CharmingError):
     """A destructive call that was not confirmed and cannot prompt the user."""
 

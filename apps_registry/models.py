@@ -38,6 +38,9 @@ class App(models.Model):
     description = models.TextField(blank=True)
     # The collections the author declared in the app definition: {"expenses": {}, ...}.
     collections = models.JSONField(default=dict, blank=True)
+    # +1 on every save of the definition (0: none saved yet); updates name the version they read, and a
+    # stale one is refused (services/definitions.py, a conditional UPDATE).
+    version = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -130,6 +133,33 @@ class Route(models.Model):
 
     def __str__(self) -> str:
         return f"{self.app.name}.{self.name}"
+
+
+class AppVersion(models.Model):
+    """One saved definition of an app, whole, as its author wrote it: the history and what rollback restores."""
+
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    # Who saved it; kept as text too, so the history survives the author's account.
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_repr = models.CharField(max_length=200)
+    definition = models.JSONField()
+    # What changed from the previous version: {"added": [...], "changed": [...], "removed": [...], ...}.
+    changes = models.JSONField(default=dict, blank=True)
+    summary = models.TextField(blank=True)
+    restored_from = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["app", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["app", "number"], name="app_version_number_unique_per_app"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app.name} v{self.number}"
 
 
 class Storage(models.Model):

@@ -8,7 +8,7 @@ from typing import Any
 
 from apps_registry.access import Need, Scope, scope_for
 from mcp_tools.contracts import contract_load
-from mcp_tools.tools import Handler, delete_app, get_app, list_apps, run_route, send_feedback
+from mcp_tools.tools import Handler, authoring, delete_app, get_app, list_apps, run_route, send_feedback
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,10 @@ TOOLS: tuple[McpTool, ...] = (
     _tool("mutate_app", run_route.handle_mutate, need="mutate"),
     _tool("send_feedback", send_feedback.handle, need="feedback"),
     _tool("delete_app", delete_app.handle, need="delete", answers_envelope=False),
+    _tool("create_app", authoring.handle_create, need="author"),
+    _tool("update_app", authoring.handle_update, need="author"),
+    _tool("get_app_source", authoring.handle_source, need="author"),
+    _tool("check_app", authoring.handle_check, need="author"),
 )
 _BY_NAME = {tool.name: tool for tool in TOOLS}
 

@@ -28,6 +28,7 @@ from apps_registry.values import clip_repr
 from mcp_tools.arguments import arguments_check
 from mcp_tools.auth import current_caller
 from mcp_tools.confirmation import STATE_SEAL_GRACE_SECONDS, confirmation_ttl_seconds, state_key
+from mcp_tools.guide import GUIDE_URI, get_prompt, list_prompts, list_resources, read_resource
 from mcp_tools.registry import tool_named, tools_allowed
 from mcp_tools.results import error_result
 from mcp_tools.tools import ToolCall, ToolResult
@@ -39,7 +40,9 @@ SERVER_VERSION = "0.1.0"
 INSTRUCTIONS = (
     "Charming hosts the user's small apps (a budget, a to-do list...). Start with list_apps to find an app_id, "
     "get_app to learn its routes, then query_app to read and mutate_app to change data. Tell the user about "
-    "advisories of kind feedback-response: they are staff answers to the user's feedback."
+    "advisories of kind feedback-response: they are staff answers to the user's feedback. To build or change an "
+    f"app, read the guide {GUIDE_URI} (or use the prompt build_app), then check_app, create_app, get_app_source "
+    "and update_app."
 )
 
 
@@ -97,6 +100,10 @@ def server_build() -> Server[Any]:
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
         get_tool_input_schema=_input_schema,
     )
     # Seals delete_app's requestState (2026-07-28): AES-GCM, bound to tool, arguments, user and expiry. The seal

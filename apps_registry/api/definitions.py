@@ -19,8 +19,8 @@ from apps_registry.selectors import advisories_open_for, routes_of
 from apps_registry.services.definitions import (
     app_definition_clear,
     app_definition_export,
-    app_definition_put,
     app_definition_save,
+    definition_save,
 )
 
 
@@ -78,9 +78,9 @@ class DefinitionView(APIView):
     def put(self, request: Request, app_id: str) -> Response:
         # Creating at a client-chosen id is allowed only for an id no app ever had; any other id you cannot
         # author is answered like an app you cannot see (docs/authoring.md, "Client-chosen ids").
-        app, created = app_definition_put(actor=request.user, definition=request.data, app_id=app_id)
-        answered = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        return Response({"ok": True, "value": self.OutputSerializer(app).data}, status=answered)
+        saved = definition_save(actor=request.user, definition=request.data, app_id=app_id)
+        answered = status.HTTP_201_CREATED if saved.created else status.HTTP_200_OK
+        return Response({"ok": True, "value": self.OutputSerializer(saved.app).data}, status=answered)
 
     def delete(self, request: Request, app_id: str) -> Response:
         app = app_definition_clear(actor=request.user, app_id=app_id)

@@ -9,10 +9,10 @@ from apps_registry.routes.compiler import DefinitionParts, legacy_steps
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.steps import STEP_KINDS
 
-# The kinds named here, and those the step kinds name (routes/steps.py).
+# The kinds named here, those the step kinds name (routes/steps.py), and failing-tests (services/definitions.py).
 AUTHORING_KINDS = tuple(
     sorted(
-        {"legacy-bridge", "missing-output-schema", "unknown-collection", "unused-binding"}
+        {"failing-tests", "legacy-bridge", "missing-output-schema", "unknown-collection", "unused-binding"}
         | {kind for step_kind in STEP_KINDS.values() for kind in step_kind.advisory_kinds}
     )
 )

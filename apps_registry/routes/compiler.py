@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from apps_registry.routes.authortests import AuthorTest, check_tests
 from apps_registry.routes.expressions import CONTEXT_NAMES, Expr, check_source, referenced_names
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.schemas import SchemaValidator, number_paths, schema_problems
@@ -61,6 +62,7 @@ class DefinitionParts:
     description: str
     collections: dict[str, Any]
     routes: dict[str, RouteParts]
+    tests: list[AuthorTest] = field(default_factory=list)
 
 
 def legacy_steps(handler: dict[str, Any]) -> list[dict[str, Any]]:
@@ -84,12 +86,12 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
     problems: list[Problem] = []
     if not isinstance(definition, dict):
         return None, [Problem("$", f"an app definition must be a JSON object, got {type(definition).__name__}")]
-    unknown = sorted(set(definition) - {"name", "description", "collections", "routes", "format"})
+    unknown = sorted(set(definition) - {"name", "description", "collections", "routes", "format", "tests"})
     if unknown:
         problems.append(
             Problem(
                 "$",
-                f"unknown key(s) {', '.join(unknown)}; allowed: name, description, collections, routes, format",
+                f"unknown key(s) {', '.join(unknown)}; allowed: name, description, collections, routes, format, tests",
             )
         )
     if definition.get("format", 1) != 1:
@@ -128,10 +130,23 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
             parts = check_route(rname, raw, limits, problems, prefix=f"routes.{rname}")
             if parts is not None:
                 routes[rname] = parts
+    route_kinds = (
+        {str(rname): str(raw.get("kind")) for rname, raw in raw_routes.items() if isinstance(raw, dict)}
+        if isinstance(raw_routes, dict)
+        else {}
+    )
+    tests = check_tests(
+        definition.get("tests"), route_kinds, lambda path, message: problems.append(Problem(path, message))
+    )
     if problems:
         return None, problems
     assert isinstance(name, str)
-    return DefinitionParts(name=name.strip(), description=description, collections=collections, routes=routes), []
+    return (
+        DefinitionParts(
+            name=name.strip(), description=description, collections=collections, routes=routes, tests=tests
+        ),
+        [],
+    )
 
 
 def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *, prefix: str) -> RouteParts | None:

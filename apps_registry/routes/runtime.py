@@ -165,6 +165,12 @@ def _over_app_limit(metered: MeteredStore, limit: int) -> bool:
     return count > limit
 
 
+def record_count_forget(storage_id: Any) -> None:
+    """Drop this process's count of a storage's records (a scratch storage that was thrown away)."""
+    with _known_counts_lock:
+        _known_counts.pop(storage_id, None)
+
+
 def _finish(route: CompiledRoute, value: Any) -> Any:
     if route.output_validator is not None:
         errors = route.output_validator.errors(value)

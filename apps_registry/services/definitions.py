@@ -1,20 +1,36 @@
-"""App definitions (the author format v1): save (create or replace) whole or not at all, export,
-clear. Saving recomputes the app's authoring advisories."""
+"""App definitions (the author format v1): save (create or replace) whole or not at all, check without
+saving, export, clear; the app's versions (each save kept whole) and restoring one. Saving runs the
+definition's tests and recomputes the app's authoring advisories."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
 
 from apps_registry.access import app_for
-from apps_registry.exceptions import InvalidDefinition, app_not_found, unstorable_text_refuse
-from apps_registry.models import Advisory, App, AuditEvent, Route, Storage
+from apps_registry.exceptions import (
+    InvalidDefinition,
+    NotFound,
+    TestsFailed,
+    VersionConflict,
+    app_not_found,
+    unstorable_text_refuse,
+)
+from apps_registry.models import Advisory, App, AppVersion, AuditEvent, Route, Storage
 from apps_registry.routes import cache
-from apps_registry.routes.advisories import AUTHORING_KINDS, DOC_URL, authoring_advisories
-from apps_registry.routes.compiler import DefinitionParts, check_definition
-from apps_registry.routes.limits import current_limits
+from apps_registry.routes.advisories import AUTHORING_KINDS, DOC_URL, AdvisoryDraft, authoring_advisories
+from apps_registry.routes.authortests import AuthorTest, TestResult, failure_summary, run_test
+from apps_registry.routes.compiler import DefinitionParts, check_definition, compile_parts
+from apps_registry.routes.limits import Limits, current_limits
+from apps_registry.routes.runtime import record_count_forget, run_route
+from apps_registry.routes.storage import SqlStore
 from apps_registry.services.apps import app_create
 from apps_registry.values import clip_repr, first_problems, parse_uuid
 
@@ -31,29 +47,99 @@ def definition_check(*, definition: Any) -> DefinitionParts:
     return parts
 
 
-def app_definition_save(*, actor: Any, definition: Any, app_id: uuid.UUID | str | None = None) -> App:
+@dataclass(frozen=True)
+class SavedDefinition:
+    """What a save did: the app (at its new version), what changed, and its tests' results."""
+
+    app: App
+    version: int
+    changes: dict[str, Any]
+    summary: str
+    tests: list[TestResult]
+    created: bool
+
+
+@dataclass(frozen=True)
+class CheckedDefinition:
+    """A definition checked without saving: its problems, or the advisories it would raise and its tests."""
+
+    problems: list[dict[str, Any]]
+    advisories: list[AdvisoryDraft]
+    tests: list[TestResult]
+
+
+def app_definition_save(
+    *,
+    actor: Any,
+    definition: Any,
+    app_id: uuid.UUID | str | None = None,
+    expected_version: int | None = None,
+    allow_failing_tests: bool = False,
+) -> App:
     """Create an app from a definition, or replace the definition of an app the actor may author.
 
     A definition that does not validate is refused whole (InvalidDefinition); nothing is saved.
     Only routes whose content changed get a new version, so only they are recompiled.
     """
-    app, _created = app_definition_put(actor=actor, definition=definition, app_id=app_id)
-    return app
+    return definition_save(
+        actor=actor,
+        definition=definition,
+        app_id=app_id,
+        expected_version=expected_version,
+        allow_failing_tests=allow_failing_tests,
+    ).app
 
 
-def app_definition_put(*, actor: Any, definition: Any, app_id: uuid.UUID | str | None = None) -> tuple[App, bool]:
-    """app_definition_save, also saying whether the app was created (True) or its definition replaced (False).
+def definition_save(
+    *,
+    actor: Any,
+    definition: Any,
+    app_id: uuid.UUID | str | None = None,
+    expected_version: int | None = None,
+    allow_failing_tests: bool = False,
+    restored_from: int | None = None,
+    create_missing: bool = True,
+) -> SavedDefinition:
+    """Save a definition (create, or replace when `app_id` names an app the actor may author), keeping it
+    whole as a new AppVersion.
 
-    An id chosen by the caller creates an app only if no app ever had it: an id in use by an app the actor cannot
-    see, or once used by a deleted app (its retained storage or its audit trail remembers it), is answered exactly
-    like an app the actor cannot see (NotFound), so the answer tells nothing about that app and nobody can claim
-    the id of a deleted app (docs/authoring.md).
+    Refused whole, with nothing saved: InvalidDefinition (every problem), TestsFailed (its own tests fail,
+    unless `allow_failing_tests`: then saved with a `failing-tests` advisory), VersionConflict
+    (`expected_version` is not the app's version; enforced by a conditional UPDATE under a row lock).
+    An `app_id` no app has creates the app with that id, unless not `create_missing` (then NotFound).
     """
     parts = definition_check(definition=definition)
+    limits = current_limits()
+    existing = _existing_app(actor=actor, app_id=app_id)
+    if existing is None and app_id is not None and not create_missing:
+        raise app_not_found(app_id)
+    if existing is not None and expected_version is not None and existing[0].version != expected_version:
+        raise _conflict(existing[0], expected_version)
+    test_app_id = existing[0].id if existing else (app_id or uuid.uuid4())
+    role = existing[1] if existing else "owner"
+    results = tests_run(parts=parts, actor=actor, role=role, app_id=str(test_app_id), limits=limits)
+    failing = [r for r in results if not r.passed]
+    if failing and not allow_failing_tests:
+        raise TestsFailed(
+            f"{len(failing)} of {len(results)} test(s) of the definition fail; nothing was saved. "
+            f"{failure_summary(results)}. Fix the routes or the tests (or pass allow_failing_tests: true to "
+            "save anyway).",
+            errors=[{"path": f"tests[{_test_index(parts, r)}]", "message": " and ".join(r.failures)} for r in failing],
+            details={"tests": [r.as_dict() for r in results]},
+        )
     with transaction.atomic():
-        app, created = _app_for_save(actor=actor, app_id=app_id, parts=parts)
+        if existing is not None:
+            # Locked before anything is read, so what changed is measured against what this save replaces.
+            locked, _role = app_for(actor=actor, app_id=existing[0].id, need="author", for_update=True)
+            previous = _current_version_row(locked)
+            changes = _changes(app=locked, parts=parts, previous=previous, definition=definition, new=False)
+        app = _app_for_save(actor=actor, app_id=test_app_id, parts=parts)
+        if existing is None:
+            changes = _changes(app=app, parts=parts, previous=None, definition=definition, new=True)
+        version = _version_bump(app=app, expected_version=expected_version)
         changed = _sync_routes(app=app, parts=parts)
         Advisory.objects.filter(app=app, kind__in=AUTHORING_KINDS).delete()
+        drafts = authoring_advisories(parts, limits) + tests_advisories(results)
         Advisory.objects.bulk_create(
             Advisory(
                 app=app,
@@ -64,46 +150,212 @@ def app_definition_put(*, actor: Any, definition: Any, app_id: uuid.UUID | str |
                 data=draft.data,
                 doc_url=DOC_URL,
             )
-            for draft in authoring_advisories(parts, current_limits())
+            for draft in drafts
+        )
+        summary = changes_summary(changes, restored_from=restored_from)
+        AppVersion.objects.create(
+            app=app,
+            number=version,
+            author=actor,
+            author_repr=str(actor.get_username()),
+            definition=definition,
+            changes=changes,
+            summary=summary,
+            restored_from=restored_from,
         )
     cache.forget(changed)
-    return app, created
+    return SavedDefinition(
+        app=app, version=version, changes=changes, summary=summary, tests=results, created=existing is None
+    )
+
+
+def definition_dry_run(*, actor: Any, definition: Any) -> CheckedDefinition:
+    """Check a definition without saving anything: every problem, or the advisories it would raise and
+    the results of its tests (run in a transaction that is rolled back)."""
+    try:
+        parts = definition_check(definition=definition)
+    except InvalidDefinition as exc:
+        return CheckedDefinition(problems=exc.errors or [], advisories=[], tests=[])
+    limits = current_limits()
+    results = tests_run(parts=parts, actor=actor, role="owner", app_id=str(uuid.uuid4()), limits=limits)
+    return CheckedDefinition(
+        problems=[], advisories=authoring_advisories(parts, limits) + tests_advisories(results), tests=results
+    )
+
+
+def tests_run(*, parts: DefinitionParts, actor: Any, role: str, app_id: str, limits: Limits) -> list[TestResult]:
+    """Run a definition's tests against the real engine and database, each on a scratch storage inside a
+    transaction that is always rolled back: no record of any app is read or written."""
+    if not parts.tests:
+        return []
+    compiled = {name: compile_parts(route) for name, route in parts.routes.items()}
+    caller = {"id": str(actor.pk), "role": role}
+
+    @contextmanager
+    def scratch() -> Iterator[SqlStore]:
+        with transaction.atomic():
+            storage = Storage.objects.create(
+                app=None, app_uuid=uuid.UUID(app_id), app_name="(author tests)", detached_at=timezone.now()
+            )
+            try:
+                yield SqlStore(storage_id=storage.id, max_bytes=limits.record_bytes)
+            finally:
+                transaction.set_rollback(True)
+                record_count_forget(storage.id)
+
+    def run(store: SqlStore, test: AuthorTest) -> Any:
+        return run_route(
+            compiled[test.route], params=test.params, caller=caller, app_id=app_id, store=store, limits=limits
+        )
+
+    return [run_test(test, scratch=scratch, run=run) for test in parts.tests]
+
+
+def tests_advisories(results: list[TestResult]) -> list[AdvisoryDraft]:
+    failing = [r for r in results if not r.passed]
+    if not failing:
+        return []
+    return [
+        AdvisoryDraft(
+            kind="failing-tests",
+            severity="warn",
+            summary=(
+                f"{len(failing)} of {len(results)} test(s) of this app's definition fail (it was saved with "
+                f"allow_failing_tests): {failure_summary(results)}. Fix the routes or the tests and save again."
+            ),
+            user_summary="Some of this app's own checks fail; it may not work as intended.",
+            data={"failing": [r.name for r in failing]},
+        )
+    ]
+
+
+def _test_index(parts: DefinitionParts, result: TestResult) -> int:
+    for test in parts.tests:
+        if test.name == result.name and test.route == result.route:
+            return test.index
+    return 0
+
+
+def _existing_app(*, actor: Any, app_id: uuid.UUID | str | None) -> tuple[App, str] | None:
+    """The app (and the actor's role) a save replaces; None when the save creates one."""
+    if app_id is None:
+        return None
+    app_uuid = _app_uuid(app_id)
+    if not App.objects.filter(pk=app_uuid).exists():
+        return None
+    return app_for(actor=actor, app_id=app_uuid, need="author")
+
+
+def _conflict(app: App, expected_version: int) -> VersionConflict:
+    return VersionConflict(app_name=app.name, expected_version=expected_version, current_version=app.version)
+
+
+def _version_bump(*, app: App, expected_version: int | None) -> int:
+    """+1 on the app's version, only if it still is `expected_version` (when given): one conditional UPDATE."""
+    apps = App.objects.filter(pk=app.pk)
+    if expected_version is not None:
+        apps = apps.filter(version=expected_version)
+    if not apps.update(version=F("version") + 1):
+        app.refresh_from_db(fields=["version"])
+        raise _conflict(app, expected_version if expected_version is not None else -1)
+    app.refresh_from_db(fields=["version"])
+    return app.version
+
+
+def _current_version_row(app: App) -> AppVersion | None:
+    return AppVersion.objects.filter(app=app).order_by("-number").first()
+
+
+def _changes(
+    *, app: App, parts: DefinitionParts, previous: AppVersion | None, definition: Any, new: bool
+) -> dict[str, Any]:
+    """Which routes were added, changed or removed, and which other parts of the definition changed."""
+    before = {
+        route.name: (route.kind, route.description, route.input_schema, route.output_schema, route.definition)
+        for route in Route.objects.filter(app=app)
+    }
+    after = {name: (r.kind, r.description, r.input_schema, r.output_schema, r.body) for name, r in parts.routes.items()}
+    changes: dict[str, Any] = {
+        "added": sorted(set(after) - set(before)),
+        "changed": sorted(name for name in set(after) & set(before) if after[name] != before[name]),
+        "removed": sorted(set(before) - set(after)),
+        "unchanged": sorted(name for name in set(after) & set(before) if after[name] == before[name]),
+    }
+    if new:
+        changes["other"] = []
+        return changes
+    old = previous.definition if previous is not None and isinstance(previous.definition, dict) else {}
+    other = []
+    for key in ("name", "description", "collections", "tests"):
+        if previous is None and key == "tests":
+            continue
+        now_value = definition.get(key) if isinstance(definition, dict) else None
+        if previous is None:
+            then_value = {"name": app.name, "description": app.description, "collections": app.collections}.get(key)
+        else:
+            then_value = old.get(key)
+        if now_value != then_value and not (key == "description" and not now_value and not then_value):
+            other.append(key)
+    changes["other"] = other
+    return changes
+
+
+def changes_summary(changes: dict[str, Any], *, restored_from: int | None = None) -> str:
+    """One line saying what a save changed, e.g. "Added routes x; changed y; removed z; changed tests."."""
+    parts = []
+    for key, verb in (("added", "added"), ("changed", "changed"), ("removed", "removed")):
+        if changes.get(key):
+            noun = "route" if len(changes[key]) == 1 else "routes"
+            parts.append(f"{verb} {noun} {', '.join(changes[key])}")
+    if changes.get("other"):
+        parts.append(f"changed {', '.join(changes['other'])}")
+    text = "; ".join(parts) or "no change"
+    text = text[0].upper() + text[1:] + "."
+    return f"Restored version {restored_from}: {text}" if restored_from is not None else text
+
+
+def _app_uuid(app_id: uuid.UUID | str) -> uuid.UUID:
+    app_uuid = parse_uuid(app_id)
+    if app_uuid is None:
+        raise InvalidDefinition(
+            f"app_id {clip_repr(app_id)} is not a UUID.", errors=[{"path": "app_id", "message": "must be a UUID"}]
+        )
+    return app_uuid
 
 
 def _id_ever_used(app_uuid: uuid.UUID) -> bool:
     """Whether any app has had this id: one now, a deleted one's retained storage, or the audit trail."""
     return (
         App.objects.filter(pk=app_uuid).exists()
-        or Storage.objects.filter(app_uuid=app_uuid).exists()
+        or Storage.objects.filter(app_uuid=app_uuid).exists()  # author tests' scratch storage is always rolled back
         or AuditEvent.objects.filter(app_id=app_uuid).exists()
     )
 
 
-def _app_for_save(*, actor: Any, app_id: uuid.UUID | str | None, parts: DefinitionParts) -> tuple[App, bool]:
-    if app_id is not None:
-        app_uuid = parse_uuid(app_id)
-        if app_uuid is None:
-            raise InvalidDefinition(
-                f"app_id {clip_repr(app_id)} is not a UUID.", errors=[{"path": "app_id", "message": "must be a UUID"}]
-            )
-        # An id in use needs the right to author that app; an id never used creates the app.
-        if App.objects.filter(pk=app_uuid).exists():
-            app, _role = app_for(actor=actor, app_id=app_uuid, need="author", for_update=True)
-            app.name, app.description, app.collections = parts.name, parts.description, parts.collections
-            app.save(update_fields=["name", "description", "collections", "updated_at"])
-            return app, False
-        if _id_ever_used(app_uuid):
-            raise app_not_found(app_id)
-        try:
-            with transaction.atomic():
-                app = app_create(owner=actor, name=parts.name, description=parts.description, app_id=app_uuid)
-        except IntegrityError:  # another request created an app with this id since the check
-            raise app_not_found(app_id) from None
-    else:
-        app = app_create(owner=actor, name=parts.name, description=parts.description)
+def _app_for_save(*, actor: Any, app_id: uuid.UUID | str, parts: DefinitionParts) -> App:
+    """The app a save writes: the one at `app_id` if the actor may author it, else a new app with that id.
+
+    An id chosen by the caller creates an app only if no app ever had it: an id in use by an app the actor cannot
+    see, or once used by a deleted app (its retained storage or its audit trail remembers it), is answered exactly
+    like an app the actor cannot see (NotFound), so the answer tells nothing about that app and nobody can claim
+    the id of a deleted app (docs/authoring.md).
+    """
+    app_uuid = _app_uuid(app_id)
+    if App.objects.filter(pk=app_uuid).exists():
+        app, _role = app_for(actor=actor, app_id=app_uuid, need="author", for_update=True)
+        app.name, app.description, app.collections = parts.name, parts.description, parts.collections
+        app.save(update_fields=["name", "description", "collections", "updated_at"])
+        return app
+    if _id_ever_used(app_uuid):
+        raise app_not_found(app_id)
+    try:
+        with transaction.atomic():
+            app = app_create(owner=actor, name=parts.name, description=parts.description, app_id=app_uuid)
+    except IntegrityError:  # another request created an app with this id since the check
+        raise app_not_found(app_id) from None
     app.collections = parts.collections
     app.save(update_fields=["collections"])
-    return app, True
+    return app
 
 
 def _sync_routes(*, app: App, parts: DefinitionParts) -> list[int]:
@@ -147,13 +399,17 @@ def app_definition_export(*, actor: Any, app_id: uuid.UUID | str) -> dict[str, A
             exported["output"] = route.output_schema
         exported.update(route.definition)
         routes[route.name] = exported
-    return {
+    exported = {
         "format": 1,
         "name": app.name,
         "description": app.description,
         "collections": app.collections,
         "routes": routes,
     }
+    saved = _current_version_row(app)
+    if saved is not None and isinstance(saved.definition, dict) and "tests" in saved.definition:
+        exported["tests"] = saved.definition["tests"]
+    return exported
 
 
 @transaction.atomic
@@ -168,3 +424,72 @@ def app_definition_clear(*, actor: Any, app_id: uuid.UUID | str) -> App:
     app.save(update_fields=["collections", "updated_at"])
     transaction.on_commit(lambda: cache.forget(route_ids))
     return app
+
+
+@dataclass(frozen=True)
+class DefinitionSource:
+    """A stored definition: the document, its version number, and the app's history."""
+
+    app: App
+    role: str
+    version: int
+    definition: dict[str, Any]
+    saved_at: Any
+    author: str
+    summary: str
+    history: list[AppVersion]
+
+
+HISTORY_SHOWN = 20
+
+
+def app_source_get(*, actor: Any, app_id: uuid.UUID | str, version: int | None = None) -> DefinitionSource:
+    """The definition of an app the actor may author (owner and editors), as saved at `version` (default: the
+    current one), with the latest versions of its history. NotFound for a version that does not exist."""
+    app, role = app_for(actor=actor, app_id=app_id, need="author")
+    history = list(AppVersion.objects.filter(app=app).order_by("-number")[:HISTORY_SHOWN])
+    wanted = version if version is not None else app.version
+    row = next((v for v in history if v.number == wanted), None)
+    if row is None and version is not None:
+        row = AppVersion.objects.filter(app=app, number=version).first()
+        if row is None:
+            numbers = f"1 to {app.version}" if app.version else "none yet"
+            raise NotFound(f"App '{app.name}' has no version {version}; its versions are {numbers}.")
+    if row is None:  # an app saved before versions were kept: its routes as stored
+        return DefinitionSource(
+            app=app,
+            role=role,
+            version=app.version,
+            definition=app_definition_export(actor=actor, app_id=app.id),
+            saved_at=app.updated_at,
+            author=app.owner.get_username(),
+            summary="",
+            history=history,
+        )
+    return DefinitionSource(
+        app=app,
+        role=role,
+        version=row.number,
+        definition=row.definition,
+        saved_at=row.created_at,
+        author=row.author_repr,
+        summary=row.summary,
+        history=history,
+    )
+
+
+def app_version_restore(
+    *, actor: Any, app_id: uuid.UUID | str, version: int, expected_version: int, allow_failing_tests: bool = False
+) -> SavedDefinition:
+    """Save version `version` of an app's definition again, as a new version (checked, tested and
+    guarded by `expected_version` like any save). Records are not touched."""
+    source = app_source_get(actor=actor, app_id=app_id, version=version)
+    return definition_save(
+        actor=actor,
+        definition=source.definition,
+        app_id=source.app.id,
+        expected_version=expected_version,
+        allow_failing_tests=allow_failing_tests,
+        restored_from=version,
+        create_missing=False,
+    )

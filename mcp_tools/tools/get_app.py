@@ -9,6 +9,7 @@ from apps_registry import selectors
 from apps_registry.access import app_for
 from apps_registry.models import Route
 from apps_registry.services.advisories import advisories_deliver
+from mcp_tools.guide import GUIDE_URI
 from mcp_tools.results import TOOL_FOR_KIND, advisories_as_contract, envelope_ok
 from mcp_tools.tools import ToolCall, ToolResult, db
 
@@ -30,6 +31,8 @@ def _describe(user: Any, app_id: str) -> tuple[dict[str, Any], list[dict[str, An
         "name": app.name,
         "description": app.description,
         "role": role,
+        "version": app.version,
+        "authoring_guide": GUIDE_URI,
         "routes": [route_as_contract(route) for route in selectors.routes_of(app)],
     }
     return value, advisories_as_contract(advisories_deliver(actor=user, app=app))
@@ -37,7 +40,7 @@ def _describe(user: Any, app_id: str) -> tuple[dict[str, Any], list[dict[str, An
 
 async def handle(call: ToolCall) -> ToolResult:
     value, advisories = await db(_describe, call.user, call.arguments["app_id"])
-    lines = [f"App '{value['name']}' (id {value['id']}); you are {value['role']}."]
+    lines = [f"App '{value['name']}' (id {value['id']}, version {value['version']}); you are {value['role']}."]
     if value["description"]:
         lines.append(value["description"])
     if not value["routes"]:

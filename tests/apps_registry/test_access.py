@@ -49,7 +49,7 @@ def test_the_table_names_every_need_and_owners_may_do_everything():
     assert all(role_allows(Role.OWNER, need) for need in NEEDS)
     assert [need for need in NEEDS if role_allows(Role.VIEWER, need)] == ["read", "query", "feedback", "membership"]
     editor_needs = [need for need in NEEDS if role_allows(Role.EDITOR, need)]
-    assert editor_needs == ["read", "query", "feedback", "membership", "mutate"]
+    assert editor_needs == ["read", "query", "feedback", "membership", "mutate", "author"]
 
 
 def test_every_need_takes_one_scope_and_only_deletion_takes_apps_delete():

@@ -339,6 +339,30 @@ def test_staff_cannot_change_an_apps_owner_members_or_routes_behind_the_services
     assert route.name == "add" and route.kind == "mutation"
 
 
+def test_the_app_page_shows_the_history_of_its_definition_with_a_diff(client, staff, user):
+    import copy
+
+    from apps_registry.services.definitions import definition_save
+    from tests.apps_registry.route_helpers import example
+
+    app = definition_save(actor=user, definition=example("todo")).app
+    edited = copy.deepcopy(example("todo"))
+    edited["description"] = "Chores, mostly."
+    definition_save(actor=user, definition=edited, app_id=app.id, expected_version=1)
+    client.force_login(staff)
+    response = client.get(admin_url(App, "change", app.pk))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "history of the definition (newest first)" in page.lower()
+    assert "Changed description." in page
+    assert "+  &quot;description&quot;: &quot;Chores, mostly.&quot;," in page
+    assert (
+        "-  &quot;description&quot;: &quot;A to-do list: add items, tick them off, see what is still open.&quot;,"
+        in page
+    )
+    assert 'name="versions-0-summary"' not in page  # read-only: no form fields
+
+
 def test_the_app_page_shows_members_and_invitations_read_only(client, staff, user, other_user):
     app = make_app(owner=user, name="Budget")
     invitation_create(actor=user, app_id=app.id, invitee="bob", role="editor")

@@ -68,7 +68,7 @@ ROWS = [
         [
             {
                 "path": "$",
-                "message": "unknown key(s) extra, more; allowed: name, description, collections, routes, format",
+                "message": "unknown key(s) extra, more; allowed: name, description, collections, routes, format, tests",
             }
         ],
         id="unknown-top-keys",

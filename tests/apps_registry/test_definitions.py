@@ -108,6 +108,7 @@ def test_replacing_bumps_only_changed_routes_and_removes_dropped_ones(user):
     changed = copy.deepcopy(definition)
     changed["routes"]["add_todo"]["description"] = "Edited."
     del changed["routes"]["progress"]
+    changed["tests"] = [test for test in changed["tests"] if test["route"] != "progress"]
     app_definition_save(actor=user, definition=changed, app_id=app.id)
     after = dict(Route.objects.filter(app=app).values_list("name", "version"))
     assert after["add_todo"] == versions["add_todo"] + 1
@@ -115,16 +116,20 @@ def test_replacing_bumps_only_changed_routes_and_removes_dropped_ones(user):
     assert "progress" not in after
 
 
-def test_only_the_owner_may_replace_and_strangers_see_not_found(user, other_user):
+def test_owner_and_editors_may_replace_viewers_are_refused_and_strangers_see_not_found(user, other_user):
     app = app_definition_save(actor=user, definition=example("todo"))
     with pytest.raises(NotFound, match=app_not_found_match(app.id)):
         app_definition_save(actor=other_user, definition=example("todo"), app_id=app.id)
-    membership_set(actor=user, app=app, user=other_user, role=Role.EDITOR)
+    membership_set(actor=user, app=app, user=other_user, role=Role.VIEWER)
     with pytest.raises(Forbidden) as exc:
         app_definition_save(actor=other_user, definition=example("todo"), app_id=app.id)
     assert exc.value.message == (
-        "Only the app's owner can read or change the definition of app 'To-do'; you are an editor, not the owner."
+        "Only the app's owner and editors can read or change the definition of app 'To-do'; you are a viewer."
     )
+    membership_set(actor=user, app=app, user=other_user, role=Role.EDITOR)
+    edited = example("todo")
+    edited["description"] = "Edited by an editor."
+    assert app_definition_save(actor=other_user, definition=edited, app_id=app.id).description == "Edited by an editor."
 
 
 def test_saving_with_an_unused_app_id_creates_the_app_with_that_id(user):

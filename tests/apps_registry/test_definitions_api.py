@@ -1,4 +1,4 @@
-"""The authors' REST API for app definitions: token auth, owner only, the error envelope."""
+"""The authors' REST API for app definitions: token auth, owner and editors only, the error envelope."""
 
 from __future__ import annotations
 
@@ -64,14 +64,14 @@ def test_saving_returns_the_authoring_advisories(user):
     assert [a["kind"] for a in response.json()["value"]["advisories"]] == ["missing-output-schema"]
 
 
-def test_only_the_owner_may_use_the_definition_api(user, other_user):
+def test_only_the_owner_and_editors_may_use_the_definition_api(user, other_user):
     app_id = client_for(user).post("/api/apps/definitions/", example("todo"), format="json").json()["value"]["app_id"]
     stranger = client_for(other_user)
     hidden = stranger.get(f"/api/apps/{app_id}/definition/")
     assert hidden.status_code == 404
     assert hidden.json()["error"]["kind"] == "not_found"
     assert hidden.json()["error"]["message"].startswith(app_not_found(app_id))
-    membership_set(actor=user, app=App.objects.get(pk=app_id), user=other_user, role=Role.EDITOR)
+    membership_set(actor=user, app=App.objects.get(pk=app_id), user=other_user, role=Role.VIEWER)
     for response in (
         stranger.get(f"/api/apps/{app_id}/definition/"),
         stranger.put(f"/api/apps/{app_id}/definition/", example("todo"), format="json"),
@@ -80,8 +80,10 @@ def test_only_the_owner_may_use_the_definition_api(user, other_user):
         assert response.status_code == 403
         assert response.json()["error"]["kind"] == "forbidden"
         assert response.json()["error"]["message"] == (
-            "Only the app's owner can read or change the definition of app 'To-do'; you are an editor, not the owner."
+            "Only the app's owner and editors can read or change the definition of app 'To-do'; you are a viewer."
         )
+    membership_set(actor=user, app=App.objects.get(pk=app_id), user=other_user, role=Role.EDITOR)
+    assert stranger.get(f"/api/apps/{app_id}/definition/").status_code == 200
 
 
 def test_the_definition_api_needs_a_token():
@@ -95,3 +97,21 @@ def test_the_definition_api_needs_a_token():
         },
     }
     assert not App.objects.exists()
+
+
+def test_a_definition_whose_tests_fail_is_refused_with_422_and_every_failure(user):
+    definition = example("todo")
+    definition["tests"][0]["expect"] = {"value": {"priority": 3}}
+    response = client_for(user).post("/api/apps/definitions/", definition, format="json")
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["kind"] == "tests_failed"
+    assert [e["path"] for e in error["errors"]] == ["tests[0]"]
+    assert len(error["details"]["tests"]) == len(definition["tests"])
+    assert not App.objects.exists()
+
+
+def test_the_exported_definition_keeps_its_tests(user):
+    app_id = client_for(user).post("/api/apps/definitions/", example("todo"), format="json").json()["value"]["app_id"]
+    exported = client_for(user).get(f"/api/apps/{app_id}/definition/").json()["value"]
+    assert exported["tests"] == example("todo")["tests"]

@@ -75,3 +75,42 @@ def test_import_app_reports_invalid_json_with_its_position(user, tmp_path):
         call_command("import_app", str(path), "--owner", "alice")
     assert str(exc.value).startswith(f"'{path}' is not valid JSON:")
     assert "line 2, column 3" in str(exc.value)
+
+
+def test_import_app_refuses_a_second_app_of_the_same_name_unless_new(user):
+    first = import_app(str(EXAMPLES / "todo.json"), "--owner", "alice")
+    with pytest.raises(CommandError) as exc:
+        call_command("import_app", str(EXAMPLES / "todo.json"), "--owner", "alice")
+    assert str(exc.value) == (
+        f"'alice' already has an app named 'To-do' ({first}). Pass --app-id {first} to replace its definition, "
+        "or --new to create another app with the same name."
+    )
+    assert App.objects.count() == 1
+    second = import_app(str(EXAMPLES / "todo.json"), "--owner", "alice", "--new")
+    assert second != first and App.objects.count() == 2
+
+
+def test_import_app_prints_the_advisories(user, tmp_path, capsys):
+    definition = example("todo")
+    del definition["routes"]["progress"]["output"]
+    path = tmp_path / "todo.json"
+    path.write_text(json.dumps(definition))
+    import_app(str(path), "--owner", "alice")
+    err = capsys.readouterr().err
+    assert "advisory [warn] missing-output-schema: Route 'progress' has no 'output' schema" in err
+
+
+def test_import_app_refuses_a_definition_whose_tests_fail(user, tmp_path, capsys):
+    definition = example("todo")
+    definition["tests"][0]["expect"] = {"value": {"priority": 3}}
+    path = tmp_path / "todo.json"
+    path.write_text(json.dumps(definition))
+    with pytest.raises(CommandError) as exc:
+        call_command("import_app", str(path), "--owner", "alice")
+    assert str(exc.value) == (
+        f"1 test(s) of '{path}' fail, listed above; nothing was saved (--allow-failing-tests saves anyway)."
+    )
+    assert 'tests[0]: expected the value {"priority": 3}, got {' in capsys.readouterr().err
+    assert not App.objects.exists()
+    import_app(str(path), "--owner", "alice", "--allow-failing-tests")
+    assert App.objects.count() == 1

@@ -33,7 +33,7 @@ def test_every_contract_has_valid_schemas_and_the_fields_a_tool_needs(name):
     Draft202012Validator.check_schema(contract["outputSchema"])
 
 
-@pytest.mark.parametrize("name", ["list_apps", "get_app", "query_app"])
+@pytest.mark.parametrize("name", ["list_apps", "get_app", "query_app", "get_app_source", "check_app"])
 def test_companion_readers_are_annotated_read_only(name):
     annotations = CONTRACTS[name]["annotations"]
     assert annotations["readOnlyHint"] is True and annotations["destructiveHint"] is False
@@ -109,6 +109,46 @@ def test_tools_list_on_2026_07_28_serves_the_contracts_without_execution(live, a
 
 
 def test_each_tool_is_one_record_and_only_delete_app_answers_without_the_envelope():
-    assert TOOL_NAMES == ["list_apps", "get_app", "query_app", "mutate_app", "send_feedback", "delete_app"]
+    assert TOOL_NAMES == [
+        "list_apps",
+        "get_app",
+        "query_app",
+        "mutate_app",
+        "send_feedback",
+        "delete_app",
+        "create_app",
+        "update_app",
+        "get_app_source",
+        "check_app",
+    ]
     assert all(tool.contract["name"] == tool.name for tool in TOOLS)
     assert [tool.name for tool in TOOLS if not tool.answers_envelope] == ["delete_app"]
+
+
+@pytest.mark.parametrize(
+    ("name", "read_only", "destructive", "idempotent"),
+    [
+        ("create_app", False, False, False),  # adds a new app; calling twice adds two
+        ("update_app", False, True, False),  # replaces a definition (routes may go away); bumps the version
+        ("get_app_source", True, False, True),
+        ("check_app", True, False, True),  # its tests run in a transaction that is always rolled back
+    ],
+)
+def test_authoring_tools_are_annotated_for_what_they_do(name, read_only, destructive, idempotent):
+    annotations = CONTRACTS[name]["annotations"]
+    assert annotations["readOnlyHint"] is read_only
+    assert annotations["destructiveHint"] is destructive
+    assert annotations["idempotentHint"] is idempotent
+    assert annotations["openWorldHint"] is False  # they touch nothing outside Charming
+
+
+@pytest.mark.parametrize("name", ["create_app", "update_app", "check_app"])
+def test_authoring_contracts_name_the_guide_resource(name):
+    assert "charming://guide/authoring" in CONTRACTS[name]["description"]
+
+
+def test_get_app_only_adds_optional_fields_to_its_output_schema():
+    value = CONTRACTS["get_app"]["outputSchema"]["properties"]["value"]
+    assert value["required"] == ["id", "name", "description", "role", "routes"]
+    assert value["properties"]["version"]["type"] == "integer"
+    assert value["properties"]["authoring_guide"]["type"] == "string"

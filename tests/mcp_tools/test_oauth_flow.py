@@ -382,7 +382,17 @@ def test_a_read_only_grant_lists_only_read_tools_is_refused_a_write_with_403_and
     assert seen["feedback"].is_error is not True and seen["feedback"].structured_content["ok"] is True
     scope, tools = seen["after_write_step_up"]
     assert set(scope.split()) == {"apps:read", "apps:write"}
-    assert tools == ["list_apps", "get_app", "query_app", "mutate_app", "send_feedback"]
+    assert tools == [
+        "list_apps",
+        "get_app",
+        "query_app",
+        "mutate_app",
+        "send_feedback",
+        "create_app",
+        "update_app",
+        "get_app_source",
+        "check_app",
+    ]
     assert set(seen["after_delete_step_up"].split()) == {"apps:read", "apps:write", "apps:delete"}
     assert seen["delete"].is_error is not True and seen["delete"].structured_content["deleted"] is True
     assert not App.objects.filter(pk=app.pk).exists()

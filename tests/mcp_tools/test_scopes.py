@@ -22,6 +22,10 @@ EXPECTED_SCOPES = {
     "mutate_app": "apps:write",
     "send_feedback": "apps:write",
     "delete_app": "apps:delete",
+    "create_app": "apps:write",
+    "update_app": "apps:write",
+    "get_app_source": "apps:write",
+    "check_app": "apps:write",
 }
 TOKEN_SCOPES = [
     pytest.param(("apps:read",), id="read"),
@@ -53,6 +57,10 @@ def arguments_for(name: str, app_id: str) -> dict:
         "mutate_app": {"app_id": app_id, "op": "add", "params": {}},
         "send_feedback": {"app_id": app_id, "body": "hello"},
         "delete_app": {"app_id": app_id, "confirm": True},
+        "create_app": {"definition": {"name": "Scoped", "routes": {}}},
+        "update_app": {"app_id": app_id, "expected_version": 0, "definition": {"name": "Scoped", "routes": {}}},
+        "get_app_source": {"app_id": app_id},
+        "check_app": {"definition": {"name": "Scoped", "routes": {}}},
     }[name]
 
 

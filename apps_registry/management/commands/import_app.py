@@ -1,4 +1,4 @@
-"""Create or update an app from a definition file (the author format v1) and print its id."""
+"""Create or update an app from a definition file (the author format v1), print its id and its advisories."""
 
 from __future__ import annotations
 
@@ -9,23 +9,41 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from apps_registry.exceptions import CharmingError, InvalidDefinition
-from apps_registry.services.definitions import app_definition_save
+from apps_registry.exceptions import CharmingError, InvalidDefinition, TestsFailed
+from apps_registry.models import App
+from apps_registry.selectors import advisories_open_for
+from apps_registry.services.definitions import definition_save
 from apps_registry.values import clip, parse_uuid
 
 
 class Command(BaseCommand):
     help = (
         "Create an app from a definition file, or replace the definition of an existing app (--app-id). "
-        "A definition with problems is refused whole and every problem is listed. Prints the app id."
+        "A definition with problems, or whose tests fail, is refused whole and every problem is listed. Prints the "
+        "app id, then its advisories. Refuses a second app with the same name for the same owner unless --new."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", help="Path to the app definition (JSON), e.g. examples/budget.json")
         parser.add_argument("--owner", required=True, help="Username of the app's owner")
         parser.add_argument("--app-id", help="UUID of the app to create or replace (default: a new app)")
+        parser.add_argument(
+            "--new", action="store_true", help="Create another app even if the owner has one with the same name"
+        )
+        parser.add_argument(
+            "--allow-failing-tests", action="store_true", help="Save even if the definition's tests fail"
+        )
 
-    def handle(self, *args: Any, file: str, owner: str, app_id: str | None, **options: Any) -> None:
+    def handle(
+        self,
+        *args: Any,
+        file: str,
+        owner: str,
+        app_id: str | None,
+        new: bool = False,
+        allow_failing_tests: bool = False,
+        **options: Any,
+    ) -> None:
         path = Path(file)
         try:
             definition = json.loads(path.read_text())
@@ -44,13 +62,33 @@ class Command(BaseCommand):
             parsed_id = parse_uuid(app_id)
             if parsed_id is None:
                 raise CommandError(f"--app-id '{clip(app_id)}' is not a UUID.")
+        name = definition.get("name") if isinstance(definition, dict) else None
+        if parsed_id is None and not new and isinstance(name, str):
+            same = App.objects.filter(owner=user, name=name.strip()).order_by("created_at").first()
+            if same is not None:
+                raise CommandError(
+                    f"'{owner}' already has an app named '{name.strip()}' ({same.id}). Pass --app-id {same.id} "
+                    "to replace its definition, or --new to create another app with the same name."
+                )
         try:
-            app = app_definition_save(actor=user, definition=definition, app_id=parsed_id)
+            saved = definition_save(
+                actor=user, definition=definition, app_id=parsed_id, allow_failing_tests=allow_failing_tests
+            )
         except InvalidDefinition as exc:
             for error in exc.errors or []:
                 self.stderr.write(f"{error['path']}: {error['message']}")
             count = len(exc.errors or [])
             raise CommandError(f"'{file}' has {count} problem(s), listed above; nothing was saved.") from None
+        except TestsFailed as exc:
+            for error in exc.errors or []:
+                self.stderr.write(f"{error['path']}: {error['message']}")
+            count = len(exc.errors or [])
+            raise CommandError(
+                f"{count} test(s) of '{file}' fail, listed above; nothing was saved "
+                "(--allow-failing-tests saves anyway)."
+            ) from None
         except CharmingError as exc:
             raise CommandError(exc.message) from None
-        self.stdout.write(str(app.id))
+        self.stdout.write(str(saved.app.id))
+        for advisory in advisories_open_for(saved.app):
+            self.stderr.write(f"advisory [{advisory.severity}] {advisory.kind}: {advisory.summary}")

@@ -1,0 +1,36 @@
+"""The agents' guide (docs/agent-guide.md, the resource charming://guide/authoring) says what the server does."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from apps_registry.services.definitions import definition_dry_run
+from mcp_tools.guide import guide_text
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_guides_example_app_is_valid_and_its_tests_pass(user):
+    example = re.search(r"## A complete small app\n\n```json\n(.*?)```", guide_text(), re.S)
+    assert example is not None
+    checked = definition_dry_run(actor=user, definition=json.loads(example.group(1)))
+    assert checked.problems == []
+    assert [(r.name, r.passed) for r in checked.tests] == [
+        ("logs a habit", True),
+        ("refuses nothing", True),
+        ("lists logs", True),
+    ]
+    assert checked.advisories == []
+
+
+def test_the_guide_names_every_step_kind_and_every_authoring_tool():
+    from apps_registry.routes.steps import STEP_KINDS
+
+    text = guide_text()
+    for kind in STEP_KINDS:
+        assert f"| `{kind}` |" in text, kind
+    for tool in ("check_app", "create_app", "get_app_source", "update_app"):
+        assert tool in text
