@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model, password_validation
 from django.contrib.auth.forms import UsernameField
 from django.core.exceptions import ValidationError
 
+from apps_registry.access import SHAREABLE_ROLES
 from apps_registry.models import ApiToken
 
 TOKEN_MAX_EXPIRY_DAYS = 3650
@@ -74,3 +75,17 @@ class TokenCreateForm(forms.Form):
     )
     # Scopes (apps:read, apps:write, apps:delete) come in a later slice: a MultipleChoiceField here, passed to
     # token_create(scopes=...), shown in the token list.
+
+
+class InvitationCreateForm(forms.Form):
+    user = forms.CharField(
+        label="Username or email",
+        max_length=254,
+        widget=forms.TextInput(attrs={"autocomplete": "off"}),
+        help_text="They must have a Charming account; they accept or decline on their home page.",
+    )
+    role = forms.ChoiceField(
+        choices=[(role, role.capitalize()) for role in SHAREABLE_ROLES],
+        initial="viewer",
+        help_text="Editors may run the app's actions; viewers only see its data.",
+    )
