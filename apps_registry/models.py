@@ -119,6 +119,8 @@ class Route(models.Model):
     output_schema = models.JSONField(null=True, blank=True)
     # The author's steps, or the legacy {"handler": {...}} form, exactly as written.
     definition = models.JSONField(default=dict)
+    # Presentation hints for the app page (title, view, columns, start, form), as written; see routes/hints.py.
+    hints = models.JSONField(default=dict, blank=True)
     # Bumped by the services whenever anything above changes; compiled routes are cached per version.
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -25,9 +25,10 @@ from django.utils.text import slugify
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps_registry.access import app_for, role_allows
+from apps_registry.access import SHAREABLE_ROLES, app_for, role_allows
 from apps_registry.exceptions import AccessDenied, CharmingError, HandlerError, InvalidInput, NotFound, UnknownOp
 from apps_registry.models import App, Route
+from apps_registry.pages.forms import InvitationCreateForm
 from apps_registry.pages.hints import route_hints, route_title
 from apps_registry.pages.schema_forms import (
     ResultView,
@@ -42,6 +43,8 @@ from apps_registry.pages.schema_forms import (
 from apps_registry.selectors import (
     advisories_for_users,
     feedback_sent_by,
+    invitations_pending_of,
+    members_of,
     record_counts_of,
     records_of,
     routes_of,
@@ -116,6 +119,9 @@ def _app_page(
     failed: tuple[str, SchemaForm] | None = None,
     feedback_errors: list[str] | None = None,
     feedback_body: str = "",
+    invite_form: InvitationCreateForm | None = None,
+    member_errors: dict[str, str] | None = None,
+    invitations_error: str = "",
     status: int = 200,
 ) -> HttpResponse:
     routes = list(routes_of(app))
@@ -154,11 +160,43 @@ def _app_page(
         "feedback_errors": feedback_errors or [],
         "feedback_body": feedback_body,
         "collections": record_counts_of(app),
+        **_members_context(
+            app,
+            role,
+            invite_form=invite_form,
+            member_errors=member_errors or {},
+            invitations_error=invitations_error,
+        ),
     }
     # htmx swaps only successful responses: a form with errors comes back as 200 to be shown in place.
     if getattr(request, "htmx", False) and status >= 400:
         status = 200
     return render(request, "apps/app_detail.html", context, status=status)
+
+
+def _members_context(
+    app: App,
+    role: str,
+    *,
+    invite_form: InvitationCreateForm | None,
+    member_errors: dict[str, str],
+    invitations_error: str,
+) -> dict[str, Any]:
+    """The members section: read-only for members, with the sharing forms for the owner."""
+    is_owner = role_allows(role, "own")
+    members = [
+        {"username": m.username, "role": m.role, "error": member_errors.get(m.username, "")} for m in members_of(app)
+    ]
+    listed = {m["username"] for m in members}
+    return {
+        "members": members,
+        # a refusal about a username that is not (or no longer) a member has no row to sit in
+        "members_unlisted_errors": [m for name, m in member_errors.items() if name not in listed],
+        "shareable_roles": SHAREABLE_ROLES,
+        "invite_form": (invite_form or InvitationCreateForm()) if is_owner else None,
+        "pending_invitations": invitations_pending_of(app) if is_owner else [],
+        "invitations_error": invitations_error,
+    }
 
 
 @never_cache

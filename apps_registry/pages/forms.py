@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model, password_validation
 from django.contrib.auth.forms import UsernameField
 from django.core.exceptions import ValidationError
 
-from apps_registry.access import SCOPES
+from apps_registry.access import SCOPES, SHAREABLE_ROLES
 from apps_registry.models import ApiToken
 
 TOKEN_MAX_EXPIRY_DAYS = 3650
@@ -80,4 +80,18 @@ class TokenCreateForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         error_messages={"required": "Choose at least one thing the token may do."},
         help_text="Untick what the agent should not do: a token with only the first can read but change nothing.",
+    )
+
+
+class InvitationCreateForm(forms.Form):
+    user = forms.CharField(
+        label="Username or email",
+        max_length=254,
+        widget=forms.TextInput(attrs={"autocomplete": "off"}),
+        help_text="They must have a Charming account; they accept or decline on their home page.",
+    )
+    role = forms.ChoiceField(
+        choices=[(role, role.capitalize()) for role in SHAREABLE_ROLES],
+        initial="viewer",
+        help_text="Editors may run the app's actions; viewers only see its data.",
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from apps_registry.pages import app_views, views
+from apps_registry.pages import app_views, sharing_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -59,4 +59,16 @@ urlpatterns = [
     path("apps/<uuid:app_id>/export.json", app_views.export_json, name="app_export_json"),
     path("apps/<uuid:app_id>/export.csv", app_views.export_csv, name="app_export_csv"),
     path("apps/<uuid:app_id>/delete/", app_views.app_delete_page, name="app_delete"),
+    # --- Sharing (apps_registry/pages/sharing_views.py) ---
+    path("apps/<uuid:app_id>/members/invite/", sharing_views.member_invite, name="app_member_invite"),
+    path("apps/<uuid:app_id>/members/<str:username>/role/", sharing_views.member_role_change, name="app_member_role"),
+    path("apps/<uuid:app_id>/members/<str:username>/remove/", sharing_views.member_remove, name="app_member_remove"),
+    path(
+        "apps/<uuid:app_id>/invitations/<int:invitation_id>/revoke/",
+        sharing_views.invitation_revoke_view,
+        name="app_invitation_revoke",
+    ),
+    path("apps/<uuid:app_id>/leave/", sharing_views.member_leave, name="app_leave"),
+    path("invitations/<int:invitation_id>/accept/", sharing_views.invitation_accept_view, name="invitation_accept"),
+    path("invitations/<int:invitation_id>/decline/", sharing_views.invitation_decline_view, name="invitation_decline"),
 ]

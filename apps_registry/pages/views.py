@@ -21,7 +21,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from apps_registry.exceptions import CharmingError, InvalidInput, NotFound
 from apps_registry.pages.connect import host_configs, mcp_url
 from apps_registry.pages.forms import AccountDeleteForm, SignUpForm, TokenCreateForm
-from apps_registry.selectors import app_activity_for, app_listings_for, tokens_of
+from apps_registry.selectors import app_activity_for, app_listings_for, invitations_pending_for, tokens_of
 from apps_registry.services.accounts import account_create, account_delete
 from apps_registry.services.tokens import token_create, token_revoke_own
 
@@ -36,10 +36,22 @@ def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's apps with their role; a welcome for everyone else."""
     if not request.user.is_authenticated:
         return render(request, "pages/welcome.html")
+    return home_page(request)
+
+
+def home_page(request: HttpRequest, *, invitations_error: str = "", status: int = 200) -> HttpResponse:
+    """The signed-in home: the user's apps and the invitations waiting for their answer."""
     listings = app_listings_for(request.user)
     activity = app_activity_for(request.user)
     rows = [(listing, activity.get(listing.id)) for listing in listings]
-    return render(request, "pages/home.html", {"listings": listings, "rows": rows, "mcp_url": mcp_url()})
+    context = {
+        "listings": listings,
+        "rows": rows,
+        "mcp_url": mcp_url(),
+        "invitations": invitations_pending_for(request.user),
+        "invitations_error": invitations_error,
+    }
+    return render(request, "pages/home.html", context, status=status)
 
 
 @sensitive_post_parameters("password1", "password2")

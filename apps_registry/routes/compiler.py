@@ -8,12 +8,13 @@ from typing import Any
 
 from apps_registry.routes.authortests import AuthorTest, check_tests
 from apps_registry.routes.expressions import CONTEXT_NAMES, Expr, check_source, referenced_names
+from apps_registry.routes.hints import HINT_KEYS, hint_problems, hints_of
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.schemas import SchemaValidator, number_paths, schema_problems
 from apps_registry.routes.steps import NAME, STEP_KINDS, Step, bad_name, type_name
 
 RESERVED_NAMES = frozenset(CONTEXT_NAMES) | {"true", "false", "null", "in", "as", "break", "const", "continue"}
-ROUTE_KEYS = ("kind", "description", "input", "output", "steps", "handler")
+ROUTE_KEYS = ("kind", "description", "input", "output", "steps", "handler", *HINT_KEYS)
 LEGACY_ACTIONS = ("insert", "update", "delete")
 DEFAULT_INPUT: dict[str, Any] = {"type": "object"}
 
@@ -54,6 +55,7 @@ class RouteParts:
     output_schema: dict[str, Any] | None
     body: dict[str, Any]  # {"steps": [...]} or {"handler": {...}}, exactly as written
     steps: list[Step] = field(default_factory=list)
+    hints: dict[str, Any] = field(default_factory=dict)  # presentation hints for the pages (routes/hints.py)
 
 
 @dataclass
@@ -130,6 +132,7 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
             parts = check_route(rname, raw, limits, problems, prefix=f"routes.{rname}")
             if parts is not None:
                 routes[rname] = parts
+        problems.extend(Problem(p["path"].removeprefix("$."), p["message"]) for p in hint_problems(definition))
     route_kinds = (
         {str(rname): str(raw.get("kind")) for rname, raw in raw_routes.items() if isinstance(raw, dict)}
         if isinstance(raw_routes, dict)
@@ -219,6 +222,7 @@ def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *,
         output_schema=output_schema,
         body=body,
         steps=steps,
+        hints=hints_of(raw),
     )
 
 

@@ -369,6 +369,7 @@ def _sync_routes(*, app: App, parts: DefinitionParts) -> list[int]:
             "input_schema": route_parts.input_schema,
             "output_schema": route_parts.output_schema,
             "definition": route_parts.body,
+            "hints": route_parts.hints,
         }
         route = existing.pop(name, None)
         if route is None:
@@ -397,6 +398,7 @@ def app_definition_export(*, actor: Any, app_id: uuid.UUID | str) -> dict[str, A
         exported["input"] = route.input_schema
         if route.output_schema is not None:
             exported["output"] = route.output_schema
+        exported.update(route.hints)
         exported.update(route.definition)
         routes[route.name] = exported
     exported = {

@@ -1,4 +1,4 @@
-"""Presentation hints: their check (for the compiler to call at save time) and how the page applies them."""
+"""Presentation hints: checked and stored when an app is saved, and applied by the app page."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import re
 import pytest
 from django.urls import reverse
 
-from apps_registry.pages import app_views
+from apps_registry.exceptions import InvalidDefinition
+from apps_registry.models import Route
 from apps_registry.pages.hints import RouteHints, hint_problems, hints_from
 from apps_registry.pages.schema_forms import result_view
-from apps_registry.services.definitions import app_definition_save
+from apps_registry.services.definitions import app_definition_export, app_definition_save
 from tests.apps_registry.route_helpers import example, run
 
 
@@ -88,15 +89,38 @@ def test_view_hints_table_of_an_object_and_figure_of_a_single_value():
 
 
 @pytest.mark.django_db
-def test_page_applies_titles_start_view_and_hidden_forms(client, user, monkeypatch):
-    app = app_definition_save(actor=user, definition=example("budget"))
+def test_saved_hints_are_stored_with_the_route_and_exported(user):
+    columns = ["at", {"key": "amount", "label": "€"}, "category"]
+    definition = with_hints(summary={"title": "This month", "start": True}, list_expenses={"columns": columns})
+    app = app_definition_save(actor=user, definition=definition)
+    assert Route.objects.get(app=app, name="summary").hints == {"title": "This month", "start": True}
+    assert Route.objects.get(app=app, name="list_expenses").hints == {"columns": columns}
+    assert Route.objects.get(app=app, name="add_expense").hints == {}
+    exported = app_definition_export(actor=user, app_id=app.id)
+    assert exported["routes"]["summary"]["title"] == "This month"
+    assert exported["routes"]["list_expenses"]["columns"] == columns
+
+
+@pytest.mark.django_db
+def test_bad_hints_refuse_the_save_at_their_path(user):
+    definition = with_hints(summary={"view": "chart"}, add_expense={"start": True})
+    with pytest.raises(InvalidDefinition) as exc:
+        app_definition_save(actor=user, definition=definition)
+    assert exc.value.kind == "invalid_definition"
+    assert exc.value.errors == [
+        {"path": "routes.add_expense.start", "message": "is a hint for query routes only"},
+        {"path": "routes.summary.view", "message": "must be one of table, fields, figure, got 'chart'"},
+    ]
+
+
+@pytest.mark.django_db
+def test_page_applies_titles_start_view_and_hidden_forms(client, user):
+    definition = with_hints(
+        summary={"title": "This month", "start": True, "view": "figure"},
+        delete_expense={"form": False},
+    )
+    app = app_definition_save(actor=user, definition=definition)
     run(user, app, "set_budget", {"limit": 10})
-    stored = {
-        "summary": {"title": "This month", "start": True, "view": "figure"},
-        "delete_expense": {"form": False},
-    }
-    monkeypatch.setattr(app_views, "route_hints", lambda route: hints_from(stored.get(route.name)))
-    monkeypatch.setattr("apps_registry.pages.hints.route_hints", lambda route: hints_from(stored.get(route.name)))
     client.force_login(user)
     body = re.sub(r"\s+", " ", client.get(reverse("app_page", args=[app.id])).content.decode())
     views = re.findall(r'<article class="card view" id="view-(\w+)"', body)

@@ -151,7 +151,10 @@ ROWS = [
         [
             {
                 "path": "routes.r",
-                "message": "unknown key(s) when; allowed: kind, description, input, output, steps, handler",
+                "message": (
+                    "unknown key(s) when; allowed: kind, description, input, output, steps, handler, "
+                    "title, view, columns, start, form"
+                ),
             }
         ],
         id="unknown-route-keys",
