@@ -55,7 +55,7 @@ def test_the_worker_rechecks_the_permission_when_it_runs(user):
 
 def test_progress_is_recorded_after_each_batch(staff, user, monkeypatch):
     app = app_with_records(user, "Big", 5)
-    seen: list[tuple[int, int | None]] = []
+    seen: list[tuple[str, int, int | None]] = []
     real_purge = retention.app_purge
 
     def in_batches_of_two(**kwargs):
@@ -64,14 +64,14 @@ def test_progress_is_recorded_after_each_batch(staff, user, monkeypatch):
         def watching(deleted: int, at_start: int) -> None:
             on_batch(deleted, at_start)
             job = PurgeJob.objects.get()
-            seen.append((job.records_purged, job.records_total))
+            seen.append((job.status, job.records_purged, job.records_total))
 
         return real_purge(**kwargs, on_batch=watching, batch_size=2)
 
     monkeypatch.setattr(purge_jobs, "app_purge", in_batches_of_two)
     [job] = purge_jobs_enqueue(actor=staff, kind="app", targets=[(app.id, "Big")])
     run_purge_worker()
-    assert seen == [(2, 5), (4, 5), (5, 5)]
+    assert seen == [("running", 2, 5), ("running", 4, 5), ("running", 5, 5)]
     job.refresh_from_db()
     assert (job.status, job.records_purged, job.records_total) == ("done", 5, 5)
     assert not App.objects.filter(pk=app.pk).exists()
@@ -102,3 +102,16 @@ def test_a_job_already_run_is_not_run_again(staff, user):
     again = purge_jobs.purge_job_run(job_id=job.id, target_id=app.id, actor_id=staff.pk)
     assert (again.status, again.message) == ("done", "Purged app 'Spam': 1 records.")
     assert AuditEvent.objects.filter(action="app.purge").count() == 1
+
+
+def test_a_job_whose_staff_account_was_deleted_fails_and_purges_nothing(user):
+    storage = retained(user, name="Old", count=2)
+    clerk = purger("purge_storage")
+    [job] = purge_jobs_enqueue(actor=clerk, kind="storage", targets=[(storage.id, "Old")])
+    clerk_id = clerk.pk
+    clerk.delete()
+    run_purge_worker()
+    job.refresh_from_db()
+    assert job.status == "failed" and job.requested_by is None and job.requested_by_repr == "clerk"
+    assert job.message == f"The staff account (id {clerk_id}) that queued this purge no longer exists."
+    assert Storage.objects.filter(pk=storage.pk).exists()
