@@ -27,7 +27,11 @@ setup: $(VENV)/.runtime
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/python manage.py demo_setup --base-url $(CHARMING_PUBLIC_URL)
 
+# The task worker (staff purges) runs beside the server; when the server stops (Ctrl-C, or it fails to
+# start), the trap stops the worker too, so one command starts both and one Ctrl-C ends both.
 run: setup
+	@$(BIN)/python manage.py db_worker & worker=$$!; \
+	trap 'kill -TERM $$worker 2>/dev/null; wait $$worker 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/uvicorn charming.asgi:application --host $(HOST) --port $(PORT)
 
 test: $(VENV)/.dev

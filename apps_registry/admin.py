@@ -28,13 +28,13 @@ from apps_registry.models import (
     FeedbackResponse,
     Invitation,
     Membership,
+    PurgeJob,
     Record,
     Route,
     Storage,
 )
+from apps_registry.services.purge_jobs import purge_jobs_enqueue
 from apps_registry.services.retention import (
-    app_purge,
-    retained_storage_purge,
     retained_until,
     retention_cutoff,
     storage_restore,
@@ -153,17 +153,8 @@ class AppAdmin(admin.ModelAdmin):
                 "for good: nothing is retained.",
                 items=[f"{app.name} ({app.id}) of {app.owner}: {self.record_count(app)} records" for app in queryset],
             )
-        done = 0
-        for app in queryset:
-            try:
-                result = app_purge(actor=request.user, app_id=app.id, confirmed_via="admin")
-            except CharmingError as error:
-                self.message_user(request, f"{app.name}: {error.message}", messages.ERROR)
-                continue
-            done += 1
-            self.message_user(request, f"Purged app '{result.app_name}': {result.records_purged} records.")
-        if done:
-            self.message_user(request, f"Purged {done} app(s).", messages.SUCCESS)
+        targets = [(app.id, f"{app.name} ({app.id}) of {app.owner}") for app in queryset.select_related("owner")]
+        _queue_purges(self, request, kind=PurgeJob.Kind.APP, targets=targets, what="app")
         return None
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[App]:
@@ -471,17 +462,31 @@ class StorageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                     for s in queryset.select_related("owner")
                 ],
             )
-        done = 0
-        for storage in queryset:
-            try:
-                retained_storage_purge(actor=request.user, storage_id=storage.id, confirmed_via="admin")
-            except CharmingError as error:
-                self.message_user(request, error.message, messages.ERROR)
-                continue
-            done += 1
-        if done:
-            self.message_user(request, f"Purged {done} retained storage.", messages.SUCCESS)
+        targets = [(s.id, f"{s.app_name} ({s.id}) of {s.owner_name}") for s in queryset.select_related("owner")]
+        _queue_purges(self, request, kind=PurgeJob.Kind.STORAGE, targets=targets, what="retained storage")
         return None
+
+
+def _queue_purges(
+    model_admin: admin.ModelAdmin, request: HttpRequest, *, kind: str, targets: list[tuple[Any, str]], what: str
+) -> None:
+    """Queue the purges for the worker and say where to follow them; the request returns at once."""
+    try:
+        jobs = purge_jobs_enqueue(actor=request.user, kind=kind, targets=targets)
+    except CharmingError as error:
+        model_admin.message_user(request, error.message, messages.ERROR)
+        return
+    jobs_url = reverse("admin:apps_registry_purgejob_changelist")
+    model_admin.message_user(
+        request,
+        format_html(
+            'Queued {} {} purge(s); the worker runs them now. Follow their progress under <a href="{}">Purge jobs</a>.',
+            len(jobs),
+            what,
+            jobs_url,
+        ),
+        messages.SUCCESS,
+    )
 
 
 def _confirmation_page(
@@ -511,6 +516,30 @@ def _confirmation_page(
         "now": timezone.now(),
     }
     return TemplateResponse(request, "admin/apps_registry/confirm_action.html", context)
+
+
+@admin.register(PurgeJob)
+class PurgeJobAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Staff purges queued from the Apps and Storages actions, as the worker runs them."""
+
+    list_display = (
+        "created_at",
+        "kind",
+        "target_label",
+        "status",
+        "progress",
+        "requested_by_repr",
+        "finished_at",
+        "message",
+    )
+    list_filter = ("status", "kind")
+    search_fields = ("target_label", "=target_id", "requested_by_repr")
+
+    @admin.display(description="records purged")
+    def progress(self, obj: PurgeJob) -> str:
+        if obj.records_total is None:
+            return str(obj.records_purged)
+        return f"{obj.records_purged} of {obj.records_total}"
 
 
 @admin.register(Record)

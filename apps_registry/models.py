@@ -410,3 +410,45 @@ class IdempotentResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.op} in {self.app_id})"
+
+
+class PurgeJob(models.Model):
+    """One staff purge run off the request (a django-tasks task): what, for whom, and how far it got.
+
+    The admin action creates it queued; the worker moves it through running to done or failed,
+    updating `records_purged` after each committed batch.
+    """
+
+    class Kind(models.TextChoices):
+        APP = "app", "App with its data"
+        STORAGE = "storage", "Retained storage"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    target_id = models.UUIDField()
+    # What the target was when queued, as text: the purge removes the app or storage itself.
+    target_label = models.CharField(max_length=300)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_by_repr = models.CharField(max_length=200)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    records_total = models.PositiveIntegerField(null=True, blank=True)
+    records_purged = models.PositiveIntegerField(default=0)
+    message = models.TextField(blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"purge {self.kind} {self.target_label}: {self.status}"

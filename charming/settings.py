@@ -34,6 +34,9 @@ INSTALLED_APPS = [
     "axes",
     # --- App pages: progressive enhancement (request.htmx) ---
     "django_htmx",
+    # --- Background work (staff purges): django-tasks with its database backend, run by db_worker ---
+    "django_tasks",
+    "django_tasks_db",
 ]
 
 MIDDLEWARE = [
@@ -118,6 +121,10 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["apps_registry.api.parsers.LimitedJSONParser"],
     "UNAUTHENTICATED_USER": None,
 }
+
+# Slow work off the request (staff purges): tasks are rows in the database Charming already uses, run by
+# `manage.py db_worker` (a process of its own beside the server); no broker to operate.
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]}}
 
 LOGGING = {
     "version": 1,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.core.management import call_command
 from django.utils import timezone
 
 from apps_registry.models import Record, Storage
@@ -35,3 +36,11 @@ def records_by_app(exclude_storage: Storage | None = None) -> dict[str, int]:
         rows = rows.exclude(storage=exclude_storage)
     names = set(rows.values_list("storage__app_name", flat=True))
     return {name: rows.filter(storage__app_name=name).count() for name in names}
+
+
+def run_purge_worker() -> None:
+    """Run the task worker (`manage.py db_worker`) until the queue is empty, as the deployment's worker would.
+
+    Needs a transactional test (`django_db(transaction=True)`): the worker resets connections between tasks.
+    """
+    call_command("db_worker", "--batch", "--no-startup-delay", "--interval", "0", verbosity=0)

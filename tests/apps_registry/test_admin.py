@@ -16,13 +16,14 @@ from apps_registry.models import (
     Feedback,
     FeedbackResponse,
     Invitation,
+    PurgeJob,
     Record,
     Storage,
 )
 from apps_registry.services.sharing import invitation_create
 from apps_registry.services.tokens import token_create
 from tests.factories import AdvisoryFactory, FeedbackFactory, RecordFactory, UserFactory, make_app
-from tests.retention_helpers import app_with_records, records_by_app, retained
+from tests.retention_helpers import app_with_records, records_by_app, retained, run_purge_worker
 
 pytestmark = pytest.mark.django_db
 
@@ -38,6 +39,9 @@ def populated(staff):
     token_create(user=advisory.app.owner)
     AuditEvent.objects.create(actor=staff, actor_repr="staffer", action="app.delete", details={})
     invitation_create(actor=advisory.app.owner, app_id=advisory.app.id, invitee=UserFactory().username, role="viewer")
+    PurgeJob.objects.create(
+        kind="app", target_id=advisory.app.id, target_label="Budget", requested_by=staff, requested_by_repr="staffer"
+    )
     return advisory
 
 
@@ -184,6 +188,7 @@ def test_stock_app_delete_is_replaced_by_the_audited_purge(client, staff):
     assert offered_actions(client, App) == {"purge_selected"}
 
 
+@pytest.mark.django_db(transaction=True)  # the worker commits, as in production
 def test_purge_app_action_confirms_first_then_purges_and_audits(client, staff, user, other_user):
     app = app_with_records(user, "Spam", 3)
     app_with_records(other_user, "Innocent", 2)
@@ -197,10 +202,23 @@ def test_purge_app_action_confirms_first_then_purges_and_audits(client, staff, u
 
     response = post_action(client, App, "purge_selected", [app.pk], confirmed="yes")
     assert response.status_code == 302
+    shown = [str(m) for m in get_messages(response.wsgi_request)]
+    assert len(shown) == 1 and shown[0].startswith("Queued 1 app purge(s); the worker runs them now.")
+    # Queued, not run: the request returned before anything was deleted.
+    job = PurgeJob.objects.get()
+    assert (job.status, job.kind, job.target_id, job.requested_by) == ("queued", "app", app.id, staff)
+    assert App.objects.filter(pk=app.pk).exists() and not AuditEvent.objects.filter(action="app.purge").exists()
+
+    run_purge_worker()
     assert not App.objects.filter(pk=app.pk).exists() and not Storage.objects.filter(app_uuid=app.id).exists()
     assert records_by_app() == before == {"Innocent": 2}
     event = AuditEvent.objects.get(action="app.purge")
     assert event.actor_repr == "staffer" and event.details["confirmed_via"] == "admin"
+    job.refresh_from_db()
+    assert (job.status, job.records_purged, job.records_total) == ("done", 3, 3)
+    assert job.message == "Purged app 'Spam': 3 records." and job.finished_at is not None
+    page = client.get(admin_url(PurgeJob, "changelist")).content.decode()
+    assert "Spam (" in page and "Done" in page and "3 of 3" in page
 
 
 def test_purge_and_restore_actions_need_their_permissions(client, user):
@@ -263,6 +281,7 @@ def test_restore_action_outside_the_window_shows_the_refusal(client, staff, user
     assert Storage.objects.get(pk=storage.pk).detached_at is not None
 
 
+@pytest.mark.django_db(transaction=True)  # the worker commits, as in production
 def test_purge_storage_action_purges_retained_and_refuses_attached(client, staff, user):
     storage = retained(user, name="Old", count=3, days_ago=3)
     live = app_with_records(user, "Live", 2)
@@ -271,9 +290,19 @@ def test_purge_storage_action_purges_retained_and_refuses_attached(client, staff
     assert "Old (" in page.content.decode() and "3 records" in page.content.decode()
     response = post_action(client, Storage, "purge_selected", [storage.pk, live.storage.pk], confirmed="yes")
     shown = [str(m) for m in get_messages(response.wsgi_request)]
-    assert any("belongs to the live app 'Live'" in m for m in shown) and "Purged 1 retained storage." in shown
+    assert len(shown) == 1 and shown[0].startswith("Queued 2 retained storage purge(s)")
+    assert PurgeJob.objects.filter(status="queued").count() == 2
+
+    run_purge_worker()
     assert not Storage.objects.filter(pk=storage.pk).exists()
     assert Record.objects.filter(storage=live.storage).count() == 2
+    done, refused = PurgeJob.objects.get(target_id=storage.pk), PurgeJob.objects.get(target_id=live.storage.pk)
+    assert (done.status, done.records_purged) == ("done", 3)
+    assert AuditEvent.objects.get(action="storage.purge").details["confirmed_via"] == "admin"
+    # The refusal is recorded on its job and shown in the admin's list of purge jobs.
+    assert refused.status == "failed" and "belongs to the live app 'Live'" in refused.message
+    page = client.get(admin_url(PurgeJob, "changelist"), {"status": "failed"}).content.decode()
+    assert "belongs to the live app" in page and "Old (" not in page
 
 
 def test_feedback_list_shows_whether_and_when_answers_were_read(client, staff):

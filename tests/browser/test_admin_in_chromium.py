@@ -7,7 +7,7 @@ from apps_registry.models import Advisory, ApiToken, App, AuditEvent, FeedbackRe
 from apps_registry.services.tokens import token_create
 from tests.browser.conftest import STAFF_PASSWORD, log_in
 from tests.factories import AdvisoryFactory, FeedbackFactory, UserFactory, make_app
-from tests.retention_helpers import app_with_records, retained
+from tests.retention_helpers import app_with_records, retained, run_purge_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -112,7 +112,15 @@ def test_staff_purges_an_app_after_confirming(page, staff_login):
     expect(page.locator("p.confirmation-warning")).to_contain_text("deleted now, for good")
     expect(page.locator("ul.confirmation-items")).to_contain_text("Spam app")
     page.click("input[type=submit][value='Yes, purge']")
-    expect_success(page, "Purged 1 app(s).")
+    expect_success(page, "Queued 1 app purge(s); the worker runs them now.")
+    assert App.objects.filter(pk=doomed.pk).exists()  # queued: the request did not purge
+
+    run_purge_worker()
+    page.click("ul.messagelist a:text('Purge jobs')")
+    row = page.locator("#result_list tbody tr", has_text="Spam app")
+    expect(row.locator("td.field-status")).to_have_text("Done")
+    expect(row.locator("td.field-progress")).to_have_text("4 of 4")
+    expect(row.locator("td.field-message")).to_have_text("Purged app 'Spam app': 4 records.")
     assert not App.objects.filter(pk=doomed.pk).exists()
     assert not Storage.objects.filter(app_uuid=doomed.pk).exists()
     assert App.objects.get(name="Keeper").storage.records.count() == 2

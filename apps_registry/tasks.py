@@ -1,0 +1,13 @@
+"""Background tasks (django-tasks, database backend; run by `manage.py db_worker`). Thin: call one service."""
+
+from __future__ import annotations
+
+from django_tasks import task
+
+from apps_registry.services.purge_jobs import purge_job_run
+
+
+@task()
+def purge_job_task(*, job_id: str, target_id: str, actor_id: int | None) -> str:
+    """Run one queued staff purge; returns the job's final status."""
+    return purge_job_run(job_id=job_id, target_id=target_id, actor_id=actor_id).status
