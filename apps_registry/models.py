@@ -6,6 +6,7 @@ apps_registry.access, and every flow is a service."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -121,6 +122,9 @@ class Route(models.Model):
     definition = models.JSONField(default=dict)
     # Presentation hints for the app page (title, view, columns, start, form), as written; see routes/hints.py.
     hints = models.JSONField(default=dict, blank=True)
+    # The input and output schemas as JSON text in the author's key order, which jsonb does not keep: the
+    # order the app page shows a form's fields and a table's columns in (empty for routes saved before it).
+    schemas_text = models.TextField(blank=True, default="")
     # Bumped by the services whenever anything above changes; compiled routes are cached per version.
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -135,6 +139,22 @@ class Route(models.Model):
 
     def __str__(self) -> str:
         return f"{self.app.name}.{self.name}"
+
+    def _schemas_in_author_order(self) -> dict[str, Any] | None:
+        schemas = json.loads(self.schemas_text) if self.schemas_text else None
+        return schemas if isinstance(schemas, dict) else None
+
+    @property
+    def input_schema_ordered(self) -> Any:
+        """The input schema with its properties in the author's order (a form's fields follow it)."""
+        schemas = self._schemas_in_author_order()
+        return schemas.get("input") if schemas is not None else self.input_schema
+
+    @property
+    def output_schema_ordered(self) -> Any:
+        """The output schema with its properties in the author's order (a table's columns follow it)."""
+        schemas = self._schemas_in_author_order()
+        return schemas.get("output") if schemas is not None else self.output_schema
 
 
 class AppVersion(models.Model):

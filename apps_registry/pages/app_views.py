@@ -90,7 +90,7 @@ def _refused(request: HttpRequest, app: App, error: CharmingError) -> HttpRespon
 
 def _query_panel(request: HttpRequest, app: App, route: Route) -> QueryPanel:
     prefix = f"{route.name}."
-    form = schema_form(route.input_schema, id_prefix=f"q-{route.name}", prefix=prefix)
+    form = schema_form(route.input_schema_ordered, id_prefix=f"q-{route.name}", prefix=prefix)
     carry = [(key, value) for key, values in request.GET.lists() if not key.startswith(prefix) for value in values]
     panel = QueryPanel(route=route, title=route_title(route), form=form, carry=carry)
     submitted = any(key.startswith(prefix) for key in request.GET)
@@ -107,7 +107,7 @@ def _query_panel(request: HttpRequest, app: App, route: Route) -> QueryPanel:
         panel.error = error.message
     else:
         hints = route_hints(route)
-        panel.view = result_view(result.value, route.output_schema, view=hints.view, columns=hints.columns)
+        panel.view = result_view(result.value, route.output_schema_ordered, view=hints.view, columns=hints.columns)
     return panel
 
 
@@ -137,7 +137,7 @@ def _app_page(
             if failed is not None and failed[0] == r.name:
                 form = failed[1]
             else:
-                form = schema_form(r.input_schema, id_prefix=f"m-{r.name}")
+                form = schema_form(r.input_schema_ordered, id_prefix=f"m-{r.name}")
             mutations.append(MutationPanel(route=r, title=route_title(r), form=form))
     last = None
     stored = request.session.pop(LAST_RESULT_SESSION_KEY, None) if failed is None else None
@@ -145,7 +145,7 @@ def _app_page(
         route = next((r for r in routes if r.name == stored.get("op")), None)
         last = {
             "title": route_title(route) if route else stored.get("op"),
-            "view": result_view(stored.get("value"), route.output_schema if route else None),
+            "view": result_view(stored.get("value"), route.output_schema_ordered if route else None),
         }
     context = {
         "app": app,
@@ -217,7 +217,7 @@ def route_submit(request: HttpRequest, app_id: uuid.UUID, op: str) -> HttpRespon
     route = routes_of(app).filter(name=op, kind="mutation").first()
     if route is None:  # queries are read with GET on the app page, not posted
         raise Http404("This app has no such action.")
-    form = form_parse(schema_form(route.input_schema, id_prefix=f"m-{route.name}"), request.POST)
+    form = form_parse(schema_form(route.input_schema_ordered, id_prefix=f"m-{route.name}"), request.POST)
     if not form.has_errors:
         try:
             result = route_run(actor=request.user, app_id=app.id, op=op, params=form.params, kind="mutation")

@@ -4,6 +4,7 @@ definition's tests and recomputes the app's authoring advisories."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -370,6 +371,7 @@ def _sync_routes(*, app: App, parts: DefinitionParts) -> list[int]:
             "output_schema": route_parts.output_schema,
             "definition": route_parts.body,
             "hints": route_parts.hints,
+            "schemas_text": json.dumps({"input": route_parts.input_schema, "output": route_parts.output_schema}),
         }
         route = existing.pop(name, None)
         if route is None:
@@ -395,9 +397,9 @@ def app_definition_export(*, actor: Any, app_id: uuid.UUID | str) -> dict[str, A
         exported: dict[str, Any] = {"kind": route.kind}
         if route.description:
             exported["description"] = route.description
-        exported["input"] = route.input_schema
+        exported["input"] = route.input_schema_ordered
         if route.output_schema is not None:
-            exported["output"] = route.output_schema
+            exported["output"] = route.output_schema_ordered
         exported.update(route.hints)
         exported.update(route.definition)
         routes[route.name] = exported

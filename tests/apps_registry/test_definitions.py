@@ -144,6 +144,15 @@ def test_export_returns_a_definition_that_saves_back_unchanged(user, other_user)
     app = app_definition_save(actor=user, definition=example("budget"))
     exported = app_definition_export(actor=user, app_id=app.id)
     assert exported["routes"]["add_expense"]["steps"] == example("budget")["routes"]["add_expense"]["steps"]
+    # jsonb keeps no key order: the export (and the app page) still follow the author's order of properties
+    for name, route in example("budget")["routes"].items():
+        assert list(exported["routes"][name]["input"].get("properties", {})) == list(
+            route["input"].get("properties", {})
+        )
+        if "output" in route:
+            assert list(exported["routes"][name]["output"].get("properties", {})) == list(
+                route["output"].get("properties", {})
+            )
     versions = dict(Route.objects.filter(app=app).values_list("name", "version"))
     app_definition_save(actor=user, definition=exported, app_id=app.id)
     assert dict(Route.objects.filter(app=app).values_list("name", "version")) == versions
