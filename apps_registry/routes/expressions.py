@@ -14,6 +14,7 @@ import cel
 
 from apps_registry.exceptions import CharmingError, HandlerError
 from apps_registry.routes.limits import Limits
+from apps_registry.values import clip
 
 if TYPE_CHECKING:
     from apps_registry.routes.steps import Call
@@ -242,37 +243,33 @@ class Expr:
             raise
         except Exception as exc:  # CEL raises KeyError/TypeError/ZeroDivisionError/RuntimeError/...
             raise HandlerError(
-                f"Route '{self.route}' failed at {self.where}: evaluating `{_clip(self.source, 200)}` "
+                f"Route '{self.route}' failed at {self.where}: evaluating `{clip(self.source, 200)}` "
                 f"raised {_reason(exc)}",
-                details={"route": self.route, "step": self.where, "expression": _clip(self.source, 500)},
+                details={"route": self.route, "step": self.where, "expression": clip(self.source, 500)},
             ) from None
 
 
 def _reason(exc: Exception) -> str:
     if isinstance(exc, KeyError):
-        return f"a missing key: no key {_clip(str(exc), 100)} in the map (use has(x.key) to test first)"
+        return f"a missing key: no key {clip(str(exc), 100)} in the map (use has(x.key) to test first)"
     if isinstance(exc, ZeroDivisionError):
         return "division by zero"
     if isinstance(exc, TypeError):
-        return f"a type mismatch: {_clip(str(exc), 300)}"
+        return f"a type mismatch: {clip(str(exc), 300)}"
     if isinstance(exc, IndexError):
-        return f"an index error: {_clip(str(exc), 200)}"
+        return f"an index error: {clip(str(exc), 200)}"
     if isinstance(exc, OverflowError):
-        return f"an overflow: {_clip(str(exc), 200)}"
-    return f"an error: {_clip(str(exc), 300)}"
+        return f"an overflow: {clip(str(exc), 200)}"
+    return f"an error: {clip(str(exc), 300)}"
 
 
 def _bad_key(key: Any) -> str:
     kind = "bool" if isinstance(key, bool) else "int" if isinstance(key, int) else type(key).__name__
-    shown = str(key).lower() if isinstance(key, bool) else _clip(repr(key), 40)
+    shown = str(key).lower() if isinstance(key, bool) else clip(repr(key), 40)
     raise HandlerError(
         f"a map has the {kind} key {shown}, but JSON keys are strings (and {{1: 'a', true: 'b'}} "
         "would collide); use string keys such as {'1': 'a'}"
     )
-
-
-def _clip(text: str, size: int) -> str:
-    return text if len(text) <= size else text[: size - 1] + "…"
 
 
 def to_json(value: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from apps_registry.exceptions import HandlerError, OperationFailed
 from apps_registry.routes.expressions import Expr, to_json
 from apps_registry.routes.store import Where
+from apps_registry.values import clip
 
 if TYPE_CHECKING:
     from apps_registry.routes.advisories import AdvisoryDraft
@@ -324,9 +325,7 @@ class FailStep(StepKind):
         if details is not None and not isinstance(details, dict):
             raise wrong(step, call, "fail.details", "a map", details)
         text = message if isinstance(message, str) else str(message)
-        if len(text) > FAIL_MESSAGE_CHARS:
-            text = text[: FAIL_MESSAGE_CHARS - 1] + "…"
-        raise HandlerError(text, details=details)
+        raise HandlerError(clip(text, FAIL_MESSAGE_CHARS), details=details)
 
 
 class ReturnStep(StepKind):
