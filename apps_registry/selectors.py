@@ -18,6 +18,7 @@ from apps_registry.models import (
     Advisory,
     ApiToken,
     App,
+    AppVersion,
     Feedback,
     Invitation,
     InvitationStatus,
@@ -285,3 +286,12 @@ def app_activity_for(actor: Any) -> dict[uuid.UUID, AppActivity]:
         )
         for app in apps
     }
+
+
+def app_versions_of(app: App, *, limit: int = 20) -> list[AppVersion]:
+    """The app's latest saved definitions, newest first (number, author, time, summary), without the documents."""
+    return list(
+        AppVersion.objects.filter(app=app)
+        .only("number", "author_repr", "created_at", "summary", "restored_from")
+        .order_by("-number")[:limit]
+    )

@@ -42,6 +42,7 @@ from apps_registry.pages.schema_forms import (
 )
 from apps_registry.selectors import (
     advisories_for_users,
+    app_versions_of,
     feedback_sent_by,
     invitations_pending_of,
     members_of,
@@ -160,6 +161,7 @@ def _app_page(
         "feedback_errors": feedback_errors or [],
         "feedback_body": feedback_body,
         "collections": record_counts_of(app),
+        "versions": app_versions_of(app) if role_allows(role, "own") else [],
         **_members_context(
             app,
             role,

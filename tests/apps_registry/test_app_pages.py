@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from apps_registry.access import membership_set
 from apps_registry.models import App, AuditEvent, Feedback, FeedbackResponse, Record, Storage
-from apps_registry.services.definitions import app_definition_save
+from apps_registry.services.definitions import app_definition_save, definition_save
 from tests.apps_registry.route_helpers import example, run
 from tests.factories import AdvisoryFactory, UserFactory
 
@@ -303,3 +303,19 @@ def test_home_shows_each_apps_last_change_and_its_notes(owner_client, budget):
     AdvisoryFactory(app=budget, user_summary="")
     body = text(owner_client.get(reverse("home")))
     assert re.search(r"Changed <time datetime=\"[^\"]+\">[^<]+</time> · <span class=\"notes\">1 note</span>", body)
+
+
+def test_the_owner_sees_the_definition_history_and_members_do_not(client, user, budget):
+    edited = example("budget")
+    edited["description"] = "Monthly spending, by category"
+    definition_save(actor=user, definition=edited, app_id=budget.id, expected_version=1)
+    client.force_login(user)
+    history = re.search(r'<section class="card" id="history".*?</section>', text(client.get(page_url(budget))))
+    assert history is not None
+    rows = re.findall(r'<td data-label="Version" class="num">(\d+)</td>', history.group(0))
+    assert rows == ["2", "1"]
+    assert user.get_username() in history.group(0)
+    viewer = UserFactory(username="vic")
+    membership_set(actor=user, app=budget, user=viewer, role="viewer")
+    client.force_login(viewer)
+    assert 'id="history"' not in text(client.get(page_url(budget)))
