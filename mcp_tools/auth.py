@@ -115,8 +115,10 @@ def _tool_calls(body: bytes) -> list[tuple[Any, str]]:
     parsed (no substring shortcut: JSON escapes could hide the method name from one)."""
     try:
         parsed = json.loads(body)
-    except ValueError:
-        return []  # the SDK answers the parse error
+    except (ValueError, RecursionError):
+        # The SDK answers the parse error (or, for JSON nested deeper than Python's parser goes, parses it
+        # itself: then server.call_tool's own scope check still refuses a call outside the token's scopes).
+        return []
     messages = parsed if isinstance(parsed, list) else [parsed]
     calls: list[tuple[Any, str]] = []
     for message in messages:

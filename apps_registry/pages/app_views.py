@@ -364,7 +364,7 @@ def export_csv(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
         keys.extend(k for k in data if k not in keys and k != "id")
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["collection", "id", *keys])
+    writer.writerow(["collection", "id", *(_csv_text(k) for k in keys)])
     for collection, record_id, data in rows:
         writer.writerow([collection, _csv_text(record_id), *(_csv_text(data.get(k)) for k in keys)])
     response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")

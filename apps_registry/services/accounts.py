@@ -38,6 +38,8 @@ def account_create(*, username: str, email: str, password: str) -> Any:
         user_model._meta.get_field("username").run_validators(username)  # type: ignore[union-attr]
         if not username:
             raise ValidationError("A username is required.")
+        if "@" in username:  # an email is how people are invited: a username must never pass for someone's email
+            raise ValidationError("A username cannot contain '@': use letters, digits and . + - _ only.")
     except ValidationError as error:
         errors += [{"path": "username", "message": m} for m in error.messages]
     if username and user_model.objects.filter(username__iexact=username).exists():

@@ -22,6 +22,7 @@ from apps_registry.access import (
 from apps_registry.exceptions import InvalidInput, NotFound, OperationFailed
 from apps_registry.models import App, Invitation, InvitationStatus, Membership, Role
 from apps_registry.services.apps import audit_record
+from apps_registry.values import clip_repr
 
 
 def _with_article(role: str) -> str:
@@ -40,18 +41,22 @@ def _user_named(identifier: object) -> Any:
         )
     name = identifier.strip()
     users = get_user_model().objects.filter(is_active=True)
-    user = users.filter(username=name).first()
-    if user is None and "@" in name:
+    user = None
+    if "@" in name:
+        # An email names the account that has it, never an account whose username merely looks like it.
         by_email = list(users.filter(email__iexact=name)[:2])
         if len(by_email) > 1:
             raise InvalidInput(
-                f"More than one account uses the email {name!r}; invite the person by their username.",
+                f"More than one account uses the email {clip_repr(name)}; invite the person by their username.",
                 errors=[{"path": "$.user", "message": "email shared by several accounts"}],
             )
         user = by_email[0] if by_email else None
+    else:
+        user = users.filter(username=name).first()
     if user is None:
         raise InvalidInput(
-            f"No Charming user has the username or email {name!r}. Check the spelling, or ask them to sign up first.",
+            f"No Charming user has the username or email {clip_repr(name)}. "
+            "Check the spelling, or ask them to sign up first.",
             errors=[{"path": "$.user", "message": "no such user"}],
         )
     return user

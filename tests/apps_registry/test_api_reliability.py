@@ -104,6 +104,23 @@ def test_put_at_any_id_you_cannot_author_is_answered_like_an_invisible_app(api, 
     assert set(App.objects.values_list("name", flat=True)) == {"Theirs"}
 
 
+def test_a_definition_with_failing_tests_at_a_deleted_id_is_answered_like_an_invisible_app(api, other_user):
+    from apps_registry.services.apps import app_delete
+    from tests.apps_registry.route_helpers import example
+    from tests.factories import make_app
+
+    failing = example("todo")
+    failing["tests"] = [{"name": "wrong", "route": failing["tests"][0]["route"], "expect": {"error": "handler_error"}}]
+    theirs = make_app(owner=other_user, name="Theirs")
+    deleted = make_app(owner=other_user, name="Deleted")
+    app_delete(actor=other_user, app_id=deleted.id, purge_storage=True, confirmed_via="confirm_parameter")
+
+    answers = [api.put(f"/api/apps/{app.id}/definition/", failing, format="json") for app in (theirs, deleted)]
+
+    assert [answer.status_code for answer in answers] == [404, 404]
+    assert answers[1].json()["error"]["message"].startswith(f"No app with id {deleted.id} exists or is visible to you.")
+
+
 # --- finding 6: secrets are redacted in every error, on every path ---
 
 

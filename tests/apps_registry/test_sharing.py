@@ -402,3 +402,28 @@ def test_deleting_an_account_takes_its_invitations_and_memberships_along(budget,
     assert not Invitation.objects.exists()  # received ones go with bob; sent ones with bob's app
     assert [(m.username, m.role) for m in members_of(budget)] == [("alice", "owner")]
     assert invitations_pending_for(carol) == []
+
+
+def test_an_email_finds_the_account_with_that_email_never_a_username_that_looks_like_it():
+    from django.contrib.auth import get_user_model
+
+    from apps_registry.services.sharing import invitation_create
+
+    owner = UserFactory(username="olga")
+    eve = UserFactory(username="eve", email="eve@example.com")
+    get_user_model().objects.create_user(username="eve@example.com", email="", password="x-long-password-1")
+    app = make_app(owner=owner, name="Budget")
+
+    invitation = invitation_create(actor=owner, app_id=app.id, invitee="eve@example.com", role="editor")
+
+    assert invitation.invitee == eve
+
+
+def test_a_new_username_cannot_contain_an_at_sign():
+    from apps_registry.services.accounts import account_create
+
+    with pytest.raises(InvalidInput) as refused:
+        account_create(username="eve@example.com", email="mallory@example.com", password="a-long-Passw0rd!")
+    assert refused.value.errors == [
+        {"path": "username", "message": "A username cannot contain '@': use letters, digits and . + - _ only."}
+    ]

@@ -3,6 +3,8 @@ refused by the server with HTTP 403 insufficient_scope (so a host can step up), 
 
 from __future__ import annotations
 
+import json
+
 import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -214,3 +216,34 @@ def test_the_tools_call_handler_refuses_out_of_scope_calls_too_as_a_tool_error()
     assert result.is_error is True
     assert message_for("apps:delete") in result.content[0].text
     assert App.objects.filter(pk=app.pk).exists()
+
+
+@pytest.mark.parametrize("depth", [990, 5000])
+@pytest.mark.parametrize("tool", ["get_app", "mutate_app"])
+def test_arguments_nested_deeper_than_the_parser_goes_are_refused_without_a_server_error(live, tool, depth):
+    _user, token = token_with("apps:read")
+    nested = "[" * depth + "]" * depth
+    body = (
+        '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "' + tool + '", '
+        '"arguments": {"app_id": ' + nested + '}, "_meta": ' + json.dumps(META) + "}}"
+    )
+    headers = {
+        **ACCEPT,
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+    }
+
+    async def go() -> httpx2.Response:
+        async with httpx2.AsyncClient(timeout=10) as http:
+            return await http.post(live.mcp_url, content=body.encode(), headers=headers)
+
+    response = run(go())
+    assert response.status_code in (200, 400, 403), response.text
+    assert "Traceback" not in response.text and "internal_error" not in response.text
+    if response.status_code == 400:  # the SDK's parse error: nothing ran
+        assert response.json()["error"] == {"code": -32700, "message": "Parse error"}
+    elif tool == "mutate_app":  # outside a read-only token's scopes however it is parsed
+        assert response.status_code == 403
