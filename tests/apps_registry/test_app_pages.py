@@ -256,6 +256,15 @@ def test_export_json_and_csv_hold_every_record(owner_client, user, budget):
     assert expense["category"].startswith("'=")  # a spreadsheet keeps it as text
 
 
+def test_csv_export_neutralises_formula_like_field_names_in_its_header(owner_client, budget):
+    storage = Storage.objects.get(app=budget)
+    Record.objects.create(storage=storage, collection="notes", record_id="n1", data={'=HYPERLINK("x")': 1, "@x": 2})
+    response = owner_client.get(reverse("app_export_csv", args=[budget.id]))
+    header = next(csv.reader(io.StringIO(response.content.decode())))
+    assert '\'=HYPERLINK("x")' in header and "'@x" in header
+    assert not any(cell.startswith(("=", "@", "+", "-")) for cell in header)
+
+
 def test_viewer_may_export(client, user, budget):
     viewer = UserFactory(username="vera")
     membership_set(actor=user, app=budget, user=viewer, role="viewer")
