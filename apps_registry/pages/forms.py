@@ -16,7 +16,7 @@ TOKEN_MAX_EXPIRY_DAYS = 3650
 class SignUpForm(forms.Form):
     username = UsernameField(
         max_length=150,
-        help_text="Letters, digits and @ . + - _ only.",
+        help_text="Letters, digits and . + - _ only.",
         widget=forms.TextInput(attrs={"autocomplete": "username", "autofocus": True}),
     )
     email = forms.EmailField(
@@ -26,7 +26,7 @@ class SignUpForm(forms.Form):
         label="Password",
         strip=False,
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
-        help_text=password_validation.password_validators_help_text_html(),
+        help_text=" ".join(password_validation.password_validators_help_texts()),
     )
     password2 = forms.CharField(
         label="Password again",
