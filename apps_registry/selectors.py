@@ -295,3 +295,8 @@ def app_versions_of(app: App, *, limit: int = 20) -> list[AppVersion]:
         .only("number", "author_repr", "created_at", "summary", "restored_from")
         .order_by("-number")[:limit]
     )
+
+
+def app_owned_named(*, owner: Any, name: str) -> App | None:
+    """The owner's oldest app with exactly this name, if any (import_app refuses a silent second copy)."""
+    return App.objects.filter(owner=owner, name=name).order_by("created_at").first()

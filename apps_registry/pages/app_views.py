@@ -78,14 +78,14 @@ class MutationPanel:
     form: SchemaForm
 
 
-def _app_or_404(request: HttpRequest, app_id: uuid.UUID, need: str = "read") -> tuple[App, str]:
+def app_or_404(request: HttpRequest, app_id: uuid.UUID, need: str = "read") -> tuple[App, str]:
     try:
         return app_for(actor=request.user, app_id=app_id, need=need)  # type: ignore[arg-type]
     except NotFound:
         raise Http404(APP_NOT_FOUND) from None
 
 
-def _refused(request: HttpRequest, app: App, error: CharmingError) -> HttpResponse:
+def refusal_page(request: HttpRequest, app: App, error: CharmingError) -> HttpResponse:
     return render(request, "apps/refused.html", {"app": app, "message": error.message}, status=403)
 
 
@@ -112,7 +112,7 @@ def _query_panel(request: HttpRequest, app: App, route: Route) -> QueryPanel:
     return panel
 
 
-def _app_page(
+def app_page_render(
     request: HttpRequest,
     app: App,
     role: str,
@@ -206,8 +206,8 @@ def _members_context(
 @require_GET
 def app_page(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
     """The app's views (queries), forms (mutations), advisories, feedback and records."""
-    app, role = _app_or_404(request, app_id)
-    return _app_page(request, app, role)
+    app, role = app_or_404(request, app_id)
+    return app_page_render(request, app, role)
 
 
 @never_cache
@@ -215,7 +215,7 @@ def app_page(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
 @require_POST
 def route_submit(request: HttpRequest, app_id: uuid.UUID, op: str) -> HttpResponse:
     """Run a mutation from its generated form; on success back to the page (POST/redirect/GET)."""
-    app, role = _app_or_404(request, app_id)
+    app, role = app_or_404(request, app_id)
     route = routes_of(app).filter(name=op, kind="mutation").first()
     if route is None:  # queries are read with GET on the app page, not posted
         raise Http404("This app has no such action.")
@@ -224,27 +224,27 @@ def route_submit(request: HttpRequest, app_id: uuid.UUID, op: str) -> HttpRespon
         try:
             result = route_run(actor=request.user, app_id=app.id, op=op, params=form.params, kind="mutation")
         except AccessDenied as error:
-            return _refused(request, app, error)
+            return refusal_page(request, app, error)
         except InvalidInput as error:
             errors_place(form, error.errors, fallback=error.message)
-            return _app_page(request, app, role, failed=(op, form), status=400)
+            return app_page_render(request, app, role, failed=(op, form), status=400)
         except HandlerError as error:
             target = field_place_detail(form, error.details)
             if target is not None:
                 target.errors.append(error.message)
             else:
                 form.errors.append(error.message)
-            return _app_page(request, app, role, failed=(op, form), status=422)
+            return app_page_render(request, app, role, failed=(op, form), status=422)
         except UnknownOp as error:
             form.errors.append(error.message)
-            return _app_page(request, app, role, failed=(op, form), status=400)
+            return app_page_render(request, app, role, failed=(op, form), status=400)
         except CharmingError as error:
             form.errors.append(error.message)
-            return _app_page(request, app, role, failed=(op, form), status=error.http_status)
+            return app_page_render(request, app, role, failed=(op, form), status=error.http_status)
         request.session[LAST_RESULT_SESSION_KEY] = {"app": str(app.id), "op": op, "value": result.value}
         messages.success(request, f"{route_title(route)}: done.")
         return redirect(_page_url(app, request.POST.get("_back", "")))
-    return _app_page(request, app, role, failed=(op, form), status=400)
+    return app_page_render(request, app, role, failed=(op, form), status=400)
 
 
 def _page_url(app: App, back: str) -> str:
@@ -257,12 +257,12 @@ def _page_url(app: App, back: str) -> str:
 @login_required
 @require_POST
 def feedback_submit(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
-    app, role = _app_or_404(request, app_id)
+    app, role = app_or_404(request, app_id)
     body = request.POST.get("body", "")
     try:
         feedback_send(actor=request.user, app_id=app.id, body=body)
     except InvalidInput as error:
-        return _app_page(request, app, role, feedback_errors=[error.message], feedback_body=body, status=400)
+        return app_page_render(request, app, role, feedback_errors=[error.message], feedback_body=body, status=400)
     messages.success(request, "Thank you: your feedback is with Charming's staff. Their answer will appear here.")
     return redirect(reverse("app_page", args=[app.id]) + "#feedback")
 
@@ -272,7 +272,7 @@ def feedback_submit(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
 @require_GET
 def records_page(request: HttpRequest, app_id: uuid.UUID, collection: str) -> HttpResponse:
     """One collection's records, read-only, paginated, searchable by id."""
-    app, role = _app_or_404(request, app_id)
+    app, role = app_or_404(request, app_id)
     counts = record_counts_of(app)
     if collection not in counts:
         raise Http404("This app has no such collection.")
@@ -323,7 +323,7 @@ def _filename(app: App, ext: str) -> str:
 @require_GET
 def export_json(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
     """All the app's records as one JSON document, by collection."""
-    app, _role = _app_or_404(request, app_id)
+    app, _role = app_or_404(request, app_id)
     collections: dict[str, list[dict[str, Any]]] = {name: [] for name in record_counts_of(app)}
     for collection, record_id, data in _export_rows(app):
         collections.setdefault(collection, []).append({**data, "id": record_id})
@@ -357,7 +357,7 @@ def _csv_text(value: Any) -> str:
 @require_GET
 def export_csv(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
     """All the app's records as CSV: collection, id, then one column per top-level field."""
-    app, _role = _app_or_404(request, app_id)
+    app, _role = app_or_404(request, app_id)
     rows = _export_rows(app)
     keys: list[str] = []
     for _collection, _id, data in rows:
@@ -382,14 +382,14 @@ def app_delete_page(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
     except NotFound:
         raise Http404(APP_NOT_FOUND) from None
     except AccessDenied as error:
-        app, _role = _app_or_404(request, app_id)
-        return _refused(request, app, error)
+        app, _role = app_or_404(request, app_id)
+        return refusal_page(request, app, error)
     if request.method == "POST":
         purge = request.POST.get("purge_storage") == "on"
         try:
             result = app_delete(actor=request.user, app_id=app.id, purge_storage=purge, confirmed_via="web")
         except AccessDenied as error:
-            return _refused(request, app, error)
+            return refusal_page(request, app, error)
         if result.purged:
             note = f"its {result.records_purged} stored record(s) were erased"
         else:

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from apps_registry.access import leave_check
 from apps_registry.exceptions import AccessDenied, CharmingError, Forbidden, InvalidInput, NotFound
-from apps_registry.pages.app_views import _app_or_404, _app_page, _refused
+from apps_registry.pages.app_views import app_or_404, app_page_render, refusal_page
 from apps_registry.pages.forms import InvitationCreateForm
 from apps_registry.pages.views import home_page
 from apps_registry.services.sharing import (
@@ -43,7 +43,7 @@ def _members_url(app_id: uuid.UUID) -> str:
 @require_POST
 def member_invite(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
     """The owner invites someone (username or email) as editor or viewer."""
-    app, role = _app_or_404(request, app_id)
+    app, role = app_or_404(request, app_id)
     form = InvitationCreateForm(request.POST)
     if form.is_valid():
         try:
@@ -51,21 +51,21 @@ def member_invite(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
                 actor=request.user, app_id=app.id, invitee=form.cleaned_data["user"], role=form.cleaned_data["role"]
             )
         except AccessDenied as error:
-            return _refused(request, app, error)
+            return refusal_page(request, app, error)
         except InvalidInput as error:
             path = str((error.errors or [{}])[0].get("path"))
             form.add_error(INVITE_FIELDS.get(path), error.message)
-            return _app_page(request, app, role, invite_form=form, status=400)
+            return app_page_render(request, app, role, invite_form=form, status=400)
         except CharmingError as error:  # already a member, already invited
             form.add_error(None, error.message)
-            return _app_page(request, app, role, invite_form=form, status=error.http_status)
+            return app_page_render(request, app, role, invite_form=form, status=error.http_status)
         messages.success(
             request,
             f"{invitation.invitee.get_username()} is invited as {invitation.role}; "
             "they see the invitation on their home page.",
         )
         return redirect(_members_url(app.id))
-    return _app_page(request, app, role, invite_form=form, status=400)
+    return app_page_render(request, app, role, invite_form=form, status=400)
 
 
 @never_cache
@@ -73,15 +73,15 @@ def member_invite(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
 @require_POST
 def member_role_change(request: HttpRequest, app_id: uuid.UUID, username: str) -> HttpResponse:
     """The owner makes a member an editor or a viewer."""
-    app, role = _app_or_404(request, app_id)
+    app, role = app_or_404(request, app_id)
     try:
         membership = membership_role_change(
             actor=request.user, app_id=app.id, username=username, role=request.POST.get("role", "")
         )
     except AccessDenied as error:
-        return _refused(request, app, error)
+        return refusal_page(request, app, error)
     except CharmingError as error:  # an unknown role, not a member, the owner
-        return _app_page(request, app, role, member_errors={username: error.message}, status=error.http_status)
+        return app_page_render(request, app, role, member_errors={username: error.message}, status=error.http_status)
     messages.success(request, f"{username} is now {membership.role} of “{app.name}”.")
     return redirect(_members_url(app.id))
 
@@ -91,13 +91,13 @@ def member_role_change(request: HttpRequest, app_id: uuid.UUID, username: str) -
 @require_POST
 def member_remove(request: HttpRequest, app_id: uuid.UUID, username: str) -> HttpResponse:
     """The owner removes a member: the app disappears from their listings."""
-    app, role = _app_or_404(request, app_id)
+    app, role = app_or_404(request, app_id)
     try:
         membership_remove(actor=request.user, app_id=app.id, username=username)
     except AccessDenied as error:
-        return _refused(request, app, error)
+        return refusal_page(request, app, error)
     except CharmingError as error:
-        return _app_page(request, app, role, member_errors={username: error.message}, status=error.http_status)
+        return app_page_render(request, app, role, member_errors={username: error.message}, status=error.http_status)
     messages.success(request, f"{username} was removed from “{app.name}”.")
     return redirect(_members_url(app.id))
 
@@ -107,13 +107,13 @@ def member_remove(request: HttpRequest, app_id: uuid.UUID, username: str) -> Htt
 @require_POST
 def invitation_revoke_view(request: HttpRequest, app_id: uuid.UUID, invitation_id: int) -> HttpResponse:
     """The owner withdraws a pending invitation."""
-    app, role = _app_or_404(request, app_id)
+    app, role = app_or_404(request, app_id)
     try:
         invitation = invitation_revoke(actor=request.user, app_id=app.id, invitation_id=invitation_id)
     except AccessDenied as error:
-        return _refused(request, app, error)
+        return refusal_page(request, app, error)
     except CharmingError as error:  # unknown, or answered meanwhile
-        return _app_page(request, app, role, invitations_error=error.message, status=error.http_status)
+        return app_page_render(request, app, role, invitations_error=error.message, status=error.http_status)
     messages.success(request, f"The invitation of {invitation.invitee.get_username()} is revoked.")
     return redirect(_members_url(app.id))
 
@@ -123,14 +123,14 @@ def invitation_revoke_view(request: HttpRequest, app_id: uuid.UUID, invitation_i
 @require_http_methods(["GET", "POST"])
 def member_leave(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
     """A member's confirmation (GET) and leaving (POST); the owner is refused (they delete the app instead)."""
-    app, role = _app_or_404(request, app_id)
+    app, role = app_or_404(request, app_id)
     try:
         if request.method == "POST":
             membership_leave(actor=request.user, app_id=app.id)
         else:
             leave_check(app=app, role=role)
     except Forbidden as error:
-        return _refused(request, app, error)
+        return refusal_page(request, app, error)
     if request.method == "POST":
         messages.success(request, f"You left “{app.name}”; the owner can invite you again.")
         return redirect("home")

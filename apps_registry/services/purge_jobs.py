@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from apps_registry.exceptions import CharmingError, InvalidInput
 from apps_registry.models import PurgeJob
-from apps_registry.services.retention import _require_permission, app_purge, retained_storage_purge
+from apps_registry.services.retention import app_purge, retained_storage_purge, staff_permission_require
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def purge_jobs_enqueue(*, actor: Any, kind: str, targets: Iterable[tuple[uuid.UU
 
     if kind not in _PERMISSIONS:
         raise InvalidInput(f"Unknown purge kind {kind!r}; expected one of {', '.join(_PERMISSIONS)}.")
-    _require_permission(actor, *_PERMISSIONS[PurgeJob.Kind(kind)])
+    staff_permission_require(actor, *_PERMISSIONS[PurgeJob.Kind(kind)])
     jobs = []
     # The job rows and their task rows commit together: a worker never sees a task without its job.
     with transaction.atomic():

@@ -86,7 +86,7 @@ def retained_storage_purge(
     Each batch of records is its own transaction; the storage row and its `storage.purge` audit event
     go in a final one. Interrupted, the storage stays with fewer records and a re-run continues.
     """
-    _require_permission(actor, "purge_storage", "purge retained storage")
+    staff_permission_require(actor, "purge_storage", "purge retained storage")
     _check_batch_size(batch_size)
     storage = Storage.objects.select_related("owner").filter(pk=_uuid(storage_id, "storage")).first()
     if storage is None:
@@ -110,7 +110,7 @@ def storage_restore(
     If the app's own storage is empty, the retained storage replaces it; otherwise the retained
     records move into it, refused whole when any (collection, record id) exists in both.
     """
-    _require_permission(actor, "restore_storage", "restore retained storage")
+    staff_permission_require(actor, "restore_storage", "restore retained storage")
     storage = Storage.objects.select_for_update().filter(pk=_uuid(storage_id, "storage")).first()
     if storage is None:
         raise NotFound(f"No storage with id {storage_id} exists; it may have been purged.")
@@ -214,7 +214,7 @@ def app_purge(
     are then deleted in batches (audit `storage.purge`). If that is interrupted, the leftover is
     ordinary retained storage: `purge_storage --app-id` finishes it.
     """
-    _require_permission(actor, "purge_app", "purge apps")
+    staff_permission_require(actor, "purge_app", "purge apps")
     _check_batch_size(batch_size)
     with transaction.atomic():
         app = App.objects.select_for_update().select_related("owner").filter(pk=_uuid(app_id, "app")).first()
@@ -322,7 +322,8 @@ def _lock_still_detached(storage: Storage, deleted: int) -> Storage:
     return locked
 
 
-def _require_permission(actor: Any, codename: str, doing: str) -> None:
+def staff_permission_require(actor: Any, codename: str, doing: str) -> None:
+    """Forbidden unless `actor` is active staff holding `apps_registry.<codename>` (None: the system itself)."""
     if actor is None:
         return
     if not (actor.is_active and actor.is_staff and actor.has_perm(f"apps_registry.{codename}")):

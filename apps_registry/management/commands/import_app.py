@@ -10,8 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps_registry.exceptions import CharmingError, InvalidDefinition, TestsFailed
-from apps_registry.models import App
-from apps_registry.selectors import advisories_open_for
+from apps_registry.selectors import advisories_open_for, app_owned_named
 from apps_registry.services.definitions import definition_save
 from apps_registry.values import clip, parse_uuid
 
@@ -64,7 +63,7 @@ class Command(BaseCommand):
                 raise CommandError(f"--app-id '{clip(app_id)}' is not a UUID.")
         name = definition.get("name") if isinstance(definition, dict) else None
         if parsed_id is None and not new and isinstance(name, str):
-            same = App.objects.filter(owner=user, name=name.strip()).order_by("created_at").first()
+            same = app_owned_named(owner=user, name=name.strip())
             if same is not None:
                 raise CommandError(
                     f"'{owner}' already has an app named '{name.strip()}' ({same.id}). Pass --app-id {same.id} "
