@@ -84,6 +84,7 @@ def worker(records: int, batch_sizes: list[int]) -> None:
             batch_size=5000,
         )
         storage_id = app_delete(actor=owner, app_id=app.id, purge_storage=False, confirmed_via="command").storage_id
+        assert storage_id is not None
         Storage.objects.filter(pk=storage_id).update(detached_at=timezone.now() - timedelta(days=40))
         timer = BatchTimer()
         start = time.perf_counter()
