@@ -83,11 +83,12 @@ DEFINITION = {
 }
 PARAMS = {"amount": 4.5, "category": "coffee"}
 KINDS = ("rest", "mcp-2025-11-25", "mcp-2026-07-28")
-# Budgets high enough that no benchmark client is ever throttled (names as in .env.example; --env overrides).
+# Rate limits (h-rate's apps_registry/ratelimits.py) high enough that no benchmark client is ever throttled, yet
+# still checked, so their cost is in the figures; --env overrides (0 turns a limit off).
 SERVER_ENV = {
-    "CHARMING_RATE_LIMIT_TOKEN_PER_MINUTE": "100000000",
-    "CHARMING_RATE_LIMIT_APP_PER_MINUTE": "100000000",
-    "CHARMING_RATE_LIMIT_AUTH_FAILURES_PER_MINUTE": "100000000",
+    f"CHARMING_RATE_{name}_{part}": "1000000000"
+    for name in ("TOKEN", "APP", "AUTH_FAILURES")
+    for part in ("PER_MINUTE", "BURST")
 }
 CALL_WARMUP = 3  # calls per client after its setup, before the clock starts
 
@@ -236,6 +237,43 @@ def _table(phases: list[Phase]) -> None:
                 f"{Spread.of(r.server_ms for r in rows).median:>7.2f} "
                 f"{f'{Spread.of(db).median:.2f}' if db else '-':>7}"
             )
+
+
+def _targets(phases: list[Phase], database: str) -> None:
+    """Issue 13's targets that this run can judge, each with its figure (medians over repetitions)."""
+
+    def rows(kind: str, clients: int) -> list[Phase]:
+        return [p for p in phases if p.kind == kind and p.clients == clients]
+
+    def ratio(kind: str, clients: int, field: str) -> float | None:
+        mine, rest = rows(kind, clients), rows("rest", clients)
+        if not mine or not rest:
+            return None
+        return Spread.of(getattr(m, field) / getattr(r, field) for m, r in zip(mine, rest, strict=True)).median
+
+    checks: list[tuple[str, float | None, str, float]] = [
+        ("MCP 2026-07-28 calls/s vs REST, 8 clients", ratio("mcp-2026-07-28", 8, "calls_per_s"), ">=", 0.9),
+        ("MCP 2025-11-25 calls/s vs REST, 8 clients", ratio("mcp-2025-11-25", 8, "calls_per_s"), ">=", 0.8),
+    ]
+    if database.startswith("SQLite"):
+        for kind in KINDS[1:]:
+            checks.append((f"{kind} p99 vs REST p99, 8 clients", ratio(kind, 8, "p99_ms"), "<=", 1.5))
+    else:
+        mcp = rows("mcp-2026-07-28", 1) or rows("mcp-2026-07-28", 8)
+        if mcp and all(p.db_ms is not None for p in mcp):
+            checks.append(
+                ("DB CPU ms per mutate_app (2026-07-28)", Spread.of(p.db_ms or 0.0 for p in mcp).median, "<=", 3)
+            )
+        if mcp:
+            checks.append(
+                ("server CPU ms per mutate_app (2026-07-28)", Spread.of(p.server_ms for p in mcp).median, "<=", 6)
+            )
+    print("targets (issue 13):")
+    for name, value, sense, bound in checks:
+        if value is None:
+            continue
+        met = value >= bound if sense == ">=" else value <= bound
+        print(f"  {name:<45} {value:6.2f}  (target {sense} {bound})  {'met' if met else 'NOT met'}")
 
 
 # ---------------------------------------------------------------------------------------------- the floor
@@ -450,6 +488,7 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
             postmaster_pid=_postmaster(database_url),
         )
         banner(f"mutate_app, {prepared['database']}, one uvicorn worker")
+        print("rate limits: CHARMING_RATE_*_PER_MINUTE and _BURST = 1000000000 (checked, never reached)")
         if extra:
             print(f"server settings from --env: {', '.join(sorted(extra))}")
         print(
@@ -460,6 +499,7 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
             _benchmark(target, clients=args.clients, calls=args.calls, repeats=args.repeats, warmup=args.warmup)
         )
         _table(phases)
+        _targets(phases, prepared["database"])
         if args.mode == "floor":
             _floor(target, database_url, phases, args.seconds, args.sql_out)
         print(f"load average at the end: {load()}")
