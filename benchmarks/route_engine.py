@@ -8,16 +8,20 @@ the old "bare ORM" baseline, and plain SQL (the floor), on SQLite and on Postgre
 
 Each database runs in its own process on a fresh database (a temp SQLite file with the project's settings: WAL,
 SQLite's default synchronous=FULL; a throw-away PostgreSQL cluster with fsync=off). Calls run one after another on
-one connection. After a warm-up, the four sides run in short rounds whose order alternates from round to round, so
+one connection. After a warm-up, the five sides run in short rounds whose order alternates from round to round, so
 all see the same machine load; figures are median (min-max) over rounds: wall time, this process's CPU and, on
 PostgreSQL, the backend's CPU (from /proc), each per call. Ratios are taken within each round.
 
-  engine     route_run(): access check, route lookup, input/output validation, CEL, the writes in one transaction;
-  idiomatic  one transaction: apps_registry.access.app_for(need="mutate"), the budget read with
-             select_for_update() (a row lock on PostgreSQL), Record.objects.create() for the expense, the
-             budget's `spent` changed in Python and save(update_fields=...); the route's two checks;
-  bare ORM   the old baseline: no access check and no lock, .first() twice, an UPDATE and a re-read;
-  plain SQL  the statements the engine sends for the data, hand-written (no access check, no validation, no CEL).
+  engine          route_run(): access check, route lookup, input/output validation, CEL, the writes in one
+                  transaction;
+  idiomatic ORM   one transaction: apps_registry.access.app_for(need="mutate"), the budget read with
+                  select_for_update() (a row lock on PostgreSQL), Record.objects.create() for the expense, the
+                  budget's `spent` changed in Python and save(update_fields=...); the route's two checks;
+  idiomatic, no access check
+                  the same without app_for (the storage id known beforehand): shows what the check costs;
+  bare ORM (old)  the old baseline: no access check and no lock, .first() twice, an UPDATE and a re-read;
+  plain SQL       the statements the engine sends for the data, hand-written (no access check, no validation, no
+                  CEL): the floor.
 
 A second, instrumented pass splits the engine's time into JSON Schema validation, CEL evaluation, database time
 (inside cursor.execute, including the driver) and the rest (Python in the engine and Django).
@@ -151,6 +155,27 @@ def worker(calls: int, rounds: int) -> None:
             budget.save(update_fields=["data", "version", "updated_at"])
             _ = {"id": expense.record_id, "remaining": budget.data["limit"] - budget.data["spent"]}
 
+    def unchecked_call() -> None:
+        # The idiomatic baseline without the access check (the storage id known beforehand): what the check costs.
+        i = next(counter)
+        amount = 1.25
+        with transaction.atomic():
+            budget = Record.objects.select_for_update().get(
+                storage_id=storage_id, collection="budgets", record_id="current"
+            )
+            if amount <= 0:
+                raise ValueError("amount must be positive")
+            expense = Record.objects.create(
+                storage_id=storage_id,
+                collection="expenses",
+                record_id=str(uuid.uuid4()),
+                data={"amount": amount, "category": f"c{i % 7}", "note": "bench", "at": timezone.now().isoformat()},
+            )
+            budget.data["spent"] = budget.data.get("spent", 0) + amount
+            budget.version += 1
+            budget.save(update_fields=["data", "version", "updated_at"])
+            _ = {"id": expense.record_id, "remaining": budget.data["limit"] - budget.data["spent"]}
+
     def orm_call() -> None:
         # The old "bare ORM" baseline, kept beside earlier figures: the statements the route issued for its data
         # before its UPDATE ... RETURNING (read the budget, insert the expense, increment the budget in SQL, read it
@@ -227,7 +252,13 @@ def worker(calls: int, rounds: int) -> None:
         db = 0.0 if backend is None else process_cpu(backend) - db
         return (time.perf_counter() - start) / n * 1e6, (time.process_time() - cpu) / n * 1e6, db / n * 1e6
 
-    sides = {"engine": engine_call, "idiomatic ORM": idiomatic_call, "bare ORM (old)": orm_call, "plain SQL": sql_call}
+    sides = {
+        "engine": engine_call,
+        "idiomatic ORM": idiomatic_call,
+        "idiomatic, no access check": unchecked_call,
+        "bare ORM (old)": orm_call,
+        "plain SQL": sql_call,
+    }
     banner(f"route_engine, {version}")
     for fn in sides.values():  # warm up: compile the route, fill caches
         timed(fn, min(200, calls))
@@ -284,7 +315,7 @@ def worker(calls: int, rounds: int) -> None:
     total = time.perf_counter() - start
     engine_statements = statements["n"] / calls
     counts: dict[str, float] = {}
-    for name in ("idiomatic ORM", "bare ORM (old)", "plain SQL"):
+    for name in list(sides)[1:]:
         statements["n"] = 0
         with connection.execute_wrapper(timed_execute):
             sides[name]()
@@ -296,17 +327,17 @@ def worker(calls: int, rounds: int) -> None:
 
     other = total - sum(spent.values())
     print(f"{calls} calls per side per round, {rounds} rounds; median (min-max) over rounds")
-    print(f"{'side':<15} {'wall µs/call':>20} {'client CPU µs':>20} {'DB CPU µs':>17} {'statements':>10}")
+    print(f"{'side':<26} {'wall µs/call':>20} {'client CPU µs':>20} {'DB CPU µs':>17} {'statements':>10}")
     for name, rows in runs.items():
         wall, cpu, db = (Spread.of(row[i] for row in rows) for i in range(3))
         db_text = db.show() if backend is not None else "-"
-        print(f"{name:<15} {wall.show():>20} {cpu.show():>20} {db_text:>17} {counts[name]:>10}")
-    for name in ("idiomatic ORM", "bare ORM (old)", "plain SQL"):
+        print(f"{name:<26} {wall.show():>20} {cpu.show():>20} {db_text:>17} {counts[name]:>10}")
+    for name in list(sides)[1:]:
         pairs = list(zip(runs["engine"], runs[name], strict=True))
         wall = Spread.of(e[0] / o[0] for e, o in pairs)
         cpu = Spread.of((e[1] + e[2]) / (o[1] + o[2]) for e, o in pairs)
         target = "   (target: <= 1.10x)" if name == "idiomatic ORM" else ""
-        print(f"engine / {name:<15}: wall {wall.show(2)}x, CPU (client + DB) {cpu.show(2)}x{target}")
+        print(f"engine / {name:<26}: wall {wall.show(2)}x, CPU (client + DB) {cpu.show(2)}x{target}")
     print("engine time, instrumented pass (database = inside cursor.execute and commit):")
     for name, seconds in [*spent.items(), ("other Python", other)]:
         print(f"  {name:<13} {seconds / total * 100:5.1f}%  ({seconds / calls * 1e6:6.1f} µs/call)")
