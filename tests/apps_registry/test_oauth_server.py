@@ -114,6 +114,14 @@ def test_denying_redirects_with_access_denied_and_no_code(browser, client_id):
     query = parse_qs(urlsplit(authorization.redirect).query)
     assert query["error"] == ["access_denied"]
     assert "code" not in query
+    assert query["iss"] == ["http://127.0.0.1:8000"]
+
+
+def test_an_unknown_scope_redirects_with_invalid_scope_and_the_issuer_once(browser, client_id):
+    query = _redirected_error(consent_page(browser, client_id, scope="apps:everything"))
+
+    assert query["error"] == ["invalid_scope"]
+    assert query["iss"] == ["http://127.0.0.1:8000"]
 
 
 def test_the_code_exchanges_for_tokens_bound_to_the_requested_resource(browser, client_id, user):
@@ -139,6 +147,7 @@ def test_pkce_is_required(browser, client_id):
     assert "code" not in query
     assert query["error"] == ["invalid_request"]
     assert "code challenge required" in query["error_description"][0].lower()
+    assert query["iss"] == ["http://127.0.0.1:8000"]  # RFC 9207: error responses name the issuer too
 
 
 def test_plain_pkce_is_refused(browser, client_id):
