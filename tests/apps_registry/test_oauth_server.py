@@ -177,6 +177,26 @@ def test_a_reused_authorization_code_is_refused(browser, client_id):
     assert response.json()["error"] == "invalid_grant"
 
 
+def test_replaying_a_code_revokes_the_tokens_its_first_exchange_bought(browser, client_id, user):
+    authorization = authorize(browser, client_id)
+    first = exchange(Client(), client_id, authorization).json()
+
+    assert exchange(Client(), client_id, authorization).status_code == 400
+
+    assert not AccessToken.objects.filter(user=user).exists()
+    assert refresh(Client(), client_id, first["refresh_token"]).json()["error"] == "invalid_grant"
+
+
+def test_replaying_a_code_leaves_the_users_other_grants_alone(browser, client_id, user):
+    kept = tokens_for(browser, client_id)
+    authorization = authorize(browser, client_id)
+    assert exchange(Client(), client_id, authorization).status_code == 200
+
+    exchange(Client(), client_id, authorization)
+
+    assert refresh(Client(), client_id, kept["refresh_token"]).status_code == 200
+
+
 def test_a_redirect_uri_that_was_not_registered_is_refused_without_redirecting(browser, client_id):
     page = consent_page(browser, client_id, redirect_uri="http://127.0.0.1:9999/elsewhere")
 
