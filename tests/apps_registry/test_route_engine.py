@@ -139,7 +139,7 @@ def test_invalid_input_lists_every_violation_with_its_path(user, budget):
 def test_params_that_are_not_an_object_are_invalid_input(user, budget):
     with pytest.raises(InvalidInput) as exc:
         run(user, budget, "add_expense", ["x"])
-    assert exc.value.errors == [{"path": "$", "message": "list is not of type 'object'"}]
+    assert exc.value.errors == [{"path": "$", "message": "must be of type object, got array"}]
 
 
 def test_an_integer_sent_for_a_number_reaches_cel_as_a_double(user):
