@@ -1,7 +1,8 @@
 """Rate limits on /mcp, before the SDK sees a request (the budgets are apps_registry's: services/rate_limits.py).
 
 What counts: every HTTP request to /mcp, whatever it carries (a POSTed JSON-RPC request, notification or
-response, a GET event stream, a DELETE), one each, against the token's budget. The SDK refuses JSON-RPC batches
+response, a GET event stream), one each, against the token's budget; a DELETE ending a 2025-11-25 session is never
+counted nor refused (refusing it would keep the session's memory held until it idles out). The SDK refuses JSON-RPC batches
 whole (both protocol versions accept one message per POST), so a batch is one request that runs nothing.
 
 Failed authentications count against the client's address (the ASGI scope's client, as uvicorn sets it, behind a
@@ -57,10 +58,11 @@ def authenticate_within_limits(authenticate: Callable[[str | None], C], header: 
         caller = authentication_throttled(address=client_address(scope), authenticate=lambda: authenticate(header))
     else:
         caller = authenticate(header)  # AuthenticationFailed (no credential): nothing looked up, nothing counted
-    key = token_budget_key(
-        kind=caller.kind, token_id=caller.token_id, client_id=caller.client_id, user_id=caller.user.pk
-    )
-    token_budget_take(key=key)
+    if scope.get("method") != "DELETE":  # ending a session frees what it holds: never refuse it
+        key = token_budget_key(
+            kind=caller.kind, token_id=caller.token_id, client_id=caller.client_id, user_id=caller.user.pk
+        )
+        token_budget_take(key=key)
     return caller
 
 

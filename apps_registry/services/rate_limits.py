@@ -91,7 +91,13 @@ def rate_budget_take(
 
 
 def _tat_of(key: str) -> float | None:
-    return RateBudget.objects.filter(key=key).values_list("tat", flat=True).first()
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:  # by primary key, without the ORM's ORDER BY for .first()
+        cursor.execute(
+            f"SELECT {quote('tat')} FROM {quote(RateBudget._meta.db_table)} WHERE {quote('key')} = %s", [key]
+        )
+        row = cursor.fetchone()
+    return None if row is None else float(row[0])
 
 
 def _sweep_maybe(now: float) -> None:
