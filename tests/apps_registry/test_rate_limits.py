@@ -205,7 +205,9 @@ def test_failed_authentications_block_their_address_and_not_another_and_successe
 
 
 def test_an_ipv6_address_counts_by_its_64_and_a_mapped_ipv4_as_itself():
-    assert client_address_key("2001:db8:1:2::5") == client_address_key("2001:db8:1:2:ffff::1") == "auth:2001:db8:1:2::/64"
+    assert (
+        client_address_key("2001:db8:1:2::5") == client_address_key("2001:db8:1:2:ffff::1") == "auth:2001:db8:1:2::/64"
+    )
     assert client_address_key("2001:db8:1:3::5") != client_address_key("2001:db8:1:2::5")
     assert client_address_key("::ffff:10.1.2.3") == "auth:10.1.2.3"
     assert client_address_key(None) == client_address_key("not an address") == "auth:unknown"
@@ -282,8 +284,8 @@ def test_rest_a_spent_app_budget_is_429_rate_limited_for_every_caller_and_nothin
 @pytest.mark.django_db
 def test_rest_refused_tokens_block_their_address_before_the_lookup_and_not_another(settings, user):
     limit(settings, "auth_failures", per_minute=1, burst=2)
-    for _ in range(2):
-        assert api_for("chm_not-a-real-token", "203.0.113.7").get("/api/apps/").status_code == 401
+    for refused_token in ("chm_not-a-real-token", "not-an-oauth-token"):  # both authenticators count
+        assert api_for(refused_token, "203.0.113.7").get("/api/apps/").status_code == 401
     good = token_create(user=user)
 
     blocked = api_for(good.plaintext, "203.0.113.7").get("/api/apps/")
@@ -318,3 +320,28 @@ def test_every_rate_limit_is_in_env_example_and_in_the_operations_docs():
             assert f"{setting}={default}" in lines, f".env.example lacks {setting}={default}"
             assert f"| `{setting}` | {default} |" in docs, f"docs/operations.md's Rate limits table lacks {setting}"
 
+
+@pytest.mark.django_db
+def test_rest_an_oauth_client_has_one_budget_per_user_whichever_access_token_it_holds(settings, user, other_user):
+    from django.test import Client
+
+    from tests.oauth_helpers import register_ok, tokens_for
+
+    limit(settings, "token", per_minute=1, burst=2)
+    client_id = register_ok(Client())["client_id"]
+
+    def access_token_for(person) -> str:
+        browser = Client()
+        browser.force_login(person)
+        return tokens_for(browser, client_id, resource="http://127.0.0.1:8000/api/")["access_token"]
+
+    first, second = access_token_for(user), access_token_for(user)
+    assert first != second
+    assert api_for(first).get("/api/apps/").status_code == 200
+    assert api_for(second).get("/api/apps/").status_code == 200
+
+    refused = api_for(first).get("/api/apps/")
+
+    assert refused.status_code == 429
+    assert refused.json()["error"]["details"]["limit"] == "token"
+    assert api_for(access_token_for(other_user)).get("/api/apps/").status_code == 200  # the same client, another user

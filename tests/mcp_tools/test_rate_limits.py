@@ -190,3 +190,25 @@ def test_successful_authentications_and_requests_without_a_token_do_not_count(li
         assert run(without_token()) == 401
     for amount in range(3):
         assert post(live, alice.token, add_expense_body(budget, amount)).status_code == 200
+
+
+def test_ending_a_session_is_never_refused(live, settings, alice):
+    from tests.mcp_tools.test_endpoint import INIT_2025
+
+    limit(settings, "token", per_minute=1, burst=2)
+    auth = {**ACCEPT, "Authorization": f"Bearer {alice.token}"}
+
+    async def scenario() -> tuple[int, int]:
+        async with httpx2.AsyncClient(timeout=10) as http:
+            opened = await http.post(live.mcp_url, json=INIT_2025, headers=auth)
+            assert opened.status_code == 200, opened.text
+            session = {**auth, "Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            assert (await http.post(live.mcp_url, json=initialized, headers=session)).status_code == 202
+            listed = await http.post(
+                live.mcp_url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session
+            )
+            ended = await http.delete(live.mcp_url, headers=session)
+            return listed.status_code, ended.status_code
+
+    assert run(scenario()) == (429, 200)
