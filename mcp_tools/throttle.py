@@ -1,9 +1,10 @@
 """Rate limits on /mcp, before the SDK sees a request (the budgets are apps_registry's: services/rate_limits.py).
 
 What counts: every HTTP request to /mcp, whatever it carries (a POSTed JSON-RPC request, notification or
-response, a GET event stream), one each, against the token's budget; a DELETE ending a 2025-11-25 session is never
-counted nor refused (refusing it would keep the session's memory held until it idles out). The SDK refuses JSON-RPC batches
-whole (both protocol versions accept one message per POST), so a batch is one request that runs nothing.
+response, a GET event stream), one each, against the token's budget; a DELETE ending a 2025-11-25 session is
+never counted nor refused (refusing it would keep the session's memory held until it idles out). The SDK refuses
+JSON-RPC batches whole (both protocol versions accept one message per POST), so a batch is one request that runs
+nothing.
 
 Failed authentications count against the client's address (the ASGI scope's client, as uvicorn sets it, behind a
 proxy from --proxy-headers); once the address has spent that budget, its requests are refused before their token

@@ -5,7 +5,6 @@ from django.db import connection
 
 from tests.factories import StaffFactory, UserFactory
 
-
 # Rate limits high enough that no test is throttled by another's calls (the live server and the property tests make
 # many); tests of the limits set small ones (tests/apps_registry/test_rate_limits.py).
 UNTHROTTLED = 1_000_000

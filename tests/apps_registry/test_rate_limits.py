@@ -157,6 +157,65 @@ def test_concurrent_takes_on_separate_connections_admit_exactly_the_burst(settin
     assert sum(outcome is None for outcome in results) == 5
 
 
+@pytest.mark.django_db
+def test_budgets_whose_time_has_passed_are_swept(settings, monkeypatch):
+    from apps_registry.services import rate_limits
+
+    monkeypatch.setattr(rate_limits, "_last_sweep", 0.0)
+    limit(settings, "token", per_minute=60, burst=5)
+    rate = current_rate("token")
+    rate_budget_take(key="idle", rate=rate, now=NOW)  # swept now: the last sweep was long ago
+    rate_budget_take(key="idle-too", rate=rate, now=NOW + 30)  # within a minute of that sweep: none
+
+    rate_budget_take(key="busy", rate=rate, now=NOW + 61)
+
+    assert set(RateBudget.objects.values_list("key", flat=True)) == {"busy"}
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_another_process_draws_on_the_same_budget(settings):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    limit(settings, "token", per_minute=1, burst=2)
+    for _ in range(2):
+        token_budget_take(key="token:42")
+    db = connections["default"].settings_dict
+    url = f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "CHARMING_RATE_TOKEN_PER_MINUTE": "1",
+        "CHARMING_RATE_TOKEN_BURST": "2",
+        "DJANGO_SETTINGS_MODULE": "charming.settings",
+    }
+    script = (
+        "import django; django.setup()\n"
+        "from apps_registry.exceptions import RateLimited\n"
+        "from apps_registry.services.rate_limits import token_budget_take\n"
+        "try:\n"
+        "    token_budget_take(key='token:42')\n"
+        "    print('admitted')\n"
+        "except RateLimited as error:\n"
+        "    print('refused', error.retry_after_seconds)\n"
+        "token_budget_take(key='token:43')\n"
+        "print('other admitted')\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=root, capture_output=True, text=True, timeout=120
+    )
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")
+    assert lines[0].startswith("refused ") and int(lines[0].split()[1]) >= 1
+    assert lines[1] == "other admitted"
+    assert RateBudget.objects.filter(key="token:43").exists()  # and this process sees what that one wrote
+
+
 # --- the app budget ---
 
 
