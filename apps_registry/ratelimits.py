@@ -42,7 +42,7 @@ RATE_LIMITS: tuple[RateLimit, ...] = (
         1200,
         "CHARMING_RATE_APP_BURST",
         200,
-        "route runs (query_app, mutate_app, REST run) of one app, across all its callers",
+        "route runs of one app (query_app, mutate_app, REST runs, its pages' forms), across all its callers",
     ),
     RateLimit(
         "auth_failures",
