@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('apps_registry', '0014_route_schemas_text'),
+        ('apps_registry', '0015_redeemed_authorization_codes'),
     ]
 
     operations = [
