@@ -486,3 +486,17 @@ class PurgeJob(models.Model):
 
     def __str__(self) -> str:
         return f"purge {self.kind} {self.target_label}: {self.status}"
+
+
+class RateBudget(models.Model):
+    """One rate-limit budget (a token's, an app's, a client address's failed authentications), kept as the
+    "theoretical arrival time" of the generic cell rate algorithm; apps_registry/services/rate_limits.py reads and
+    writes it in one atomic statement. A row whose time has passed is the same as no row, and is swept."""
+
+    key = models.CharField(max_length=200, primary_key=True)
+    # Seconds since the epoch. Not indexed: every call rewrites it (PostgreSQL can then update the row in place), and
+    # the once-a-minute sweep reads a table of one row per active token, app and address.
+    tat = models.FloatField()
+
+    def __str__(self) -> str:
+        return self.key
