@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from measure import Spread, banner, load, parent_pid, percentile, tree_cpu
+from measure import RATE_LIMITS_HIGH, Spread, banner, load, parent_pid, percentile, tree_cpu
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUTE = "add_expense"
@@ -83,13 +83,6 @@ DEFINITION = {
 }
 PARAMS = {"amount": 4.5, "category": "coffee"}
 KINDS = ("rest", "mcp-2025-11-25", "mcp-2026-07-28")
-# Rate limits (h-rate's apps_registry/ratelimits.py) high enough that no benchmark client is ever throttled, yet
-# still checked, so their cost is in the figures; --env overrides (0 turns a limit off).
-SERVER_ENV = {
-    f"CHARMING_RATE_{name}_{part}": "1000000000"
-    for name in ("TOKEN", "APP", "AUTH_FAILURES")
-    for part in ("PER_MINUTE", "BURST")
-}
 CALL_WARMUP = 3  # calls per client after its setup, before the clock starts
 
 
@@ -462,7 +455,7 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
     extra = dict(item.split("=", 1) for item in args.env)
     env = {
         **os.environ,
-        **SERVER_ENV,
+        **RATE_LIMITS_HIGH,
         **extra,
         "DJANGO_SETTINGS_MODULE": "charming.settings",
         "DATABASE_URL": database_url,
