@@ -1,29 +1,54 @@
-"""mutate_app through the MCP SDK client over HTTP, beside the same route through the plain REST endpoint.
+"""mutate_app through the MCP SDK client (both protocol versions) beside the same route through the REST endpoint,
+with the CPU each call costs the client, the server and the database; and a `floor` mode that prices a call
+against its own SQL replayed by pgbench.
 
-    .venv/bin/python benchmarks/mcp_calls.py [--calls 200] [--database-url postgres://...]
+    .venv/bin/python benchmarks/mcp_calls.py                      # SQLite and PostgreSQL, 1 and 8 clients
+    .venv/bin/python benchmarks/mcp_calls.py --quick              # a smoke run (about a minute)
+    .venv/bin/python benchmarks/mcp_calls.py floor                # PostgreSQL: the call vs its SQL under pgbench
+    .venv/bin/python benchmarks/mcp_calls.py --database sqlite --calls 400 --repeats 5
+    .venv/bin/python benchmarks/mcp_calls.py --env CHARMING_SOME_SETTING=1  # extra settings for the server
 
-Starts `uvicorn charming.asgi:application` (one worker) on a fresh database (a temporary SQLite file
-unless --database-url is given: it must point at an empty, throw-away database), creates a user,
-a token and an app with one mutation route (insert one record, return its id), then runs the route
-at 1 and 8 concurrent clients through: the SDK client on protocol 2025-11-25 (one session per client,
-SSE responses), on 2026-07-28 (stateless), and POST /api/apps/<id>/run/<op>/ (DRF). Prints calls per
-second, p50 and p99 latency, and each MCP row's throughput as a ratio of the REST row's.
+Each database gets a fresh one: a temporary SQLite file with the project's settings (WAL; SQLite's default
+`synchronous=FULL`, so every commit waits for the disk, which is printed), or a throw-away PostgreSQL cluster
+(.ci/postgres.sh, `fsync=off`). The script starts `uvicorn charming.asgi:application` (one worker), creates a
+user, a token and an app whose one mutation route inserts a record, and runs that route through:
+
+  rest            POST /api/apps/<id>/run/<op>/ with the token (httpx2, one keep-alive connection per client);
+  mcp-2025-11-25  the official SDK client in session mode (one session per client, SSE responses);
+  mcp-2026-07-28  the same client in stateless mode.
+
+Clients are set up and warmed up before the clock starts and closed after it stops: only calls are timed. Every
+repetition runs each transport once per client count, in an order that alternates between repetitions, so they
+share the machine's load. Figures are median (min-max) over repetitions; "vs REST" is the throughput ratio
+within each repetition. CPU per call is this client process (time.process_time), the server's process tree and
+the PostgreSQL cluster (all backends, from /proc), over the timed calls only.
+
+floor mode (PostgreSQL) also captures the SQL of one mutate_app call (2026-07-28) with log_statement=all,
+replays it with pgbench (-n -c 1 -r) on a kept connection and with -C (a new connection per call, as a server
+without a pool does), and runs pgbench's single-row UPDATE as the ceiling, on the same cluster in the same run;
+it prints each transport's server and database CPU per call as a multiple of the replay's database CPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import re
+import shlex
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from measure import RATE_LIMITS_HIGH, Spread, banner, load, parent_pid, percentile, tree_cpu
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUTE = "add_expense"
@@ -57,6 +82,366 @@ DEFINITION = {
     },
 }
 PARAMS = {"amount": 4.5, "category": "coffee"}
+KINDS = ("rest", "mcp-2025-11-25", "mcp-2026-07-28")
+CALL_WARMUP = 3  # calls per client after its setup, before the clock starts
+
+
+@dataclass(frozen=True)
+class Target:
+    base: str  # http://127.0.0.1:port
+    token: str
+    app_id: str
+    server_pid: int
+    postmaster_pid: int | None  # the PostgreSQL cluster's, when it runs on this machine
+
+
+@dataclass(frozen=True)
+class Phase:
+    kind: str
+    clients: int
+    calls_per_s: float
+    p50_ms: float
+    p99_ms: float
+    client_ms: float  # CPU per call
+    server_ms: float
+    db_ms: float | None
+
+
+# ---------------------------------------------------------------------------------------------- the clients
+
+
+@contextlib.asynccontextmanager
+async def _caller(kind: str, target: Target) -> AsyncIterator[Callable[[], Awaitable[Any]]]:
+    """A set-up client for `kind`; yields a function making one call (returns the call's value)."""
+    import httpx2
+
+    headers = {"Authorization": f"Bearer {target.token}"}
+    if kind == "rest":
+        url = f"{target.base}/api/apps/{target.app_id}/run/{ROUTE}/"
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+
+            async def rest_call() -> Any:
+                response = await http.post(url, json={"params": PARAMS})
+                if response.status_code != 200:
+                    raise RuntimeError(f"REST run failed: {response.status_code} {response.text[:500]}")
+                return response.json()
+
+            yield rest_call
+        return
+
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    mode = "legacy" if kind == "mcp-2025-11-25" else "2026-07-28"
+    http = httpx2.AsyncClient(headers=headers, timeout=60)
+    async with http, Client(streamable_http_client(f"{target.base}/mcp", http_client=http), mode=mode) as client:
+        await client.list_tools()
+
+        async def mcp_call() -> Any:
+            result = await client.call_tool("mutate_app", {"app_id": target.app_id, "op": ROUTE, "params": PARAMS})
+            if result.is_error:
+                raise RuntimeError(f"mutate_app failed: {result.content}")
+            return result.structured_content
+
+        yield mcp_call
+
+
+def _snapshot(target: Target) -> tuple[float, float, float, float | None]:
+    """(wall clock, this process's CPU, the server's CPU, the database cluster's CPU or None)."""
+    db = None if target.postmaster_pid is None else tree_cpu(target.postmaster_pid)
+    return time.perf_counter(), time.process_time(), tree_cpu(target.server_pid), db
+
+
+async def _phase(kind: str, clients: int, calls: int, target: Target) -> Phase:
+    """`calls` calls split across `clients` concurrent clients; only the calls are inside the clock."""
+    per_client = max(1, calls // clients)
+    ready, done = asyncio.Barrier(clients + 1), asyncio.Barrier(clients + 1)
+    latencies: list[float] = []
+
+    async def client() -> None:
+        try:
+            async with _caller(kind, target) as call:
+                for _ in range(CALL_WARMUP):
+                    await call()
+                await ready.wait()
+                for _ in range(per_client):
+                    started = time.perf_counter()
+                    await call()
+                    latencies.append(time.perf_counter() - started)
+                await done.wait()
+        except BaseException:
+            await ready.abort()
+            await done.abort()
+            raise
+
+    tasks = [asyncio.create_task(client()) for _ in range(clients)]
+    try:
+        await ready.wait()
+        start = _snapshot(target)
+        await done.wait()
+        end = _snapshot(target)
+    except asyncio.BrokenBarrierError:
+        await asyncio.gather(*tasks)  # raises the client's own error
+        raise
+    await asyncio.gather(*tasks)
+    n = len(latencies)
+    db_start, db_end = start[3], end[3]
+    return Phase(
+        kind=kind,
+        clients=clients,
+        calls_per_s=n / (end[0] - start[0]),
+        p50_ms=percentile(latencies, 0.5) * 1000,
+        p99_ms=percentile(latencies, 0.99) * 1000,
+        client_ms=(end[1] - start[1]) / n * 1000,
+        server_ms=(end[2] - start[2]) / n * 1000,
+        db_ms=None if db_start is None or db_end is None else (db_end - db_start) / n * 1000,
+    )
+
+
+async def _benchmark(target: Target, *, clients: list[int], calls: int, repeats: int, warmup: int) -> list[Phase]:
+    for kind in KINDS:  # compile the route, start the CEL worker, fill caches; not recorded
+        await _phase(kind, 1, warmup, target)
+    phases = []
+    for repetition in range(repeats):
+        order = KINDS if repetition % 2 == 0 else KINDS[::-1]
+        for count in clients:
+            for kind in order:
+                phases.append(await _phase(kind, count, calls, target))
+    return phases
+
+
+def _table(phases: list[Phase]) -> None:
+    print(
+        f"{'transport':<15} {'clients':>7} {'calls/s':>20} {'p50 ms':>7} {'p99 ms':>7} {'vs REST':>17} "
+        f"{'client':>7} {'server':>7} {'DB':>7}  (CPU ms/call)"
+    )
+    for count in sorted({p.clients for p in phases}):
+        rest = [p for p in phases if p.kind == "rest" and p.clients == count]
+        for kind in KINDS:
+            rows = [p for p in phases if p.kind == kind and p.clients == count]
+            if not rows:
+                continue
+            ratios = Spread.of(row.calls_per_s / base.calls_per_s for row, base in zip(rows, rest, strict=True))
+            db = [r.db_ms for r in rows if r.db_ms is not None]
+            print(
+                f"{kind:<15} {count:>7} {Spread.of(r.calls_per_s for r in rows).show(0):>20} "
+                f"{Spread.of(r.p50_ms for r in rows).median:>7.1f} {Spread.of(r.p99_ms for r in rows).median:>7.1f} "
+                f"{ratios.show(2):>17} {Spread.of(r.client_ms for r in rows).median:>7.2f} "
+                f"{Spread.of(r.server_ms for r in rows).median:>7.2f} "
+                f"{f'{Spread.of(db).median:.2f}' if db else '-':>7}"
+            )
+
+
+def _targets(phases: list[Phase], database: str) -> None:
+    """Issue 13's targets that this run can judge, each with its figure (medians over repetitions)."""
+
+    def rows(kind: str, clients: int) -> list[Phase]:
+        return [p for p in phases if p.kind == kind and p.clients == clients]
+
+    def ratio(kind: str, clients: int, field: str) -> float | None:
+        mine, rest = rows(kind, clients), rows("rest", clients)
+        if not mine or not rest:
+            return None
+        return Spread.of(getattr(m, field) / getattr(r, field) for m, r in zip(mine, rest, strict=True)).median
+
+    checks: list[tuple[str, float | None, str, float]] = []
+    if database.startswith("SQLite"):
+        for kind in KINDS[1:]:
+            checks.append((f"{kind} p99 vs REST p99, 8 clients", ratio(kind, 8, "p99_ms"), "<=", 1.5))
+    else:
+        checks.append(
+            ("MCP 2026-07-28 calls/s vs REST, 8 clients", ratio("mcp-2026-07-28", 8, "calls_per_s"), ">=", 0.9)
+        )
+        checks.append(
+            ("MCP 2025-11-25 calls/s vs REST, 8 clients", ratio("mcp-2025-11-25", 8, "calls_per_s"), ">=", 0.8)
+        )
+        mcp = rows("mcp-2026-07-28", 1) or rows("mcp-2026-07-28", 8)
+        if mcp and all(p.db_ms is not None for p in mcp):
+            checks.append(
+                ("DB CPU ms per mutate_app (2026-07-28)", Spread.of(p.db_ms or 0.0 for p in mcp).median, "<=", 3)
+            )
+        if mcp:
+            checks.append(
+                ("server CPU ms per mutate_app (2026-07-28)", Spread.of(p.server_ms for p in mcp).median, "<=", 6)
+            )
+    print("targets (issue 13):")
+    for name, value, sense, bound in checks:
+        if value is None:
+            continue
+        met = value >= bound if sense == ">=" else value <= bound
+        print(f"  {name:<45} {value:6.2f}  (target {sense} {bound})  {'met' if met else 'NOT met'}")
+
+
+# ---------------------------------------------------------------------------------------------- the floor
+
+_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d [\d:.]+ \S+ \[(\d+)\] (\w+):  (.*)$")
+_STATEMENT = re.compile(r"^(?:statement|execute [^:]*): (.*)$", re.DOTALL)
+
+
+def _statements_logged(log: str) -> list[tuple[int, str]]:
+    """(backend pid, SQL) of each statement in a PostgreSQL log written with log_statement=all."""
+    entries: list[tuple[int, str, str]] = []
+    for line in log.splitlines():
+        match = _LOG_LINE.match(line)
+        if match:
+            entries.append((int(match[1]), match[2], match[3]))
+        elif entries:  # a statement's further lines
+            pid, level, text = entries[-1]
+            entries[-1] = (pid, level, f"{text}\n{line}")
+    found = []
+    for pid, level, text in entries:
+        if level == "DETAIL" and text.startswith("parameters:"):
+            raise RuntimeError("statements were sent with server-side parameters; the replay needs them inline")
+        statement = _STATEMENT.match(text) if level == "LOG" else None
+        if statement:
+            found.append((pid, statement[1].strip().rstrip(";")))
+    return found
+
+
+def _cluster_sql(url: str, sql: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection, connection.cursor() as cursor:
+        cursor.execute(sql)
+        return cursor.fetchall() if cursor.description else []
+
+
+async def _one_call_sql(target: Target, url: str, log_path: Path) -> tuple[list[tuple[int, str]], str]:
+    """The statements one warmed-up mutate_app call (2026-07-28) sends, and the id of the record it inserted."""
+    async with _caller("mcp-2026-07-28", target) as call:
+        await call()
+        _cluster_sql(url, "ALTER SYSTEM SET log_statement = 'all'")
+        _cluster_sql(url, "SELECT pg_reload_conf()")
+        await asyncio.sleep(1)  # every backend, pooled ones too, rereads its settings before its next statement
+        offset = log_path.stat().st_size
+        value = await call()
+        await asyncio.sleep(1)
+        with log_path.open() as log:
+            log.seek(offset)
+            text = log.read()
+        _cluster_sql(url, "ALTER SYSTEM RESET log_statement")
+        _cluster_sql(url, "SELECT pg_reload_conf()")
+    return _statements_logged(text), str(value["value"]["id"])
+
+
+def _replay_script(statements: list[tuple[int, str]], record_id: str) -> str:
+    """A pgbench script running the statements connection by connection, each call inserting a fresh record id."""
+    order = list(dict.fromkeys(pid for pid, _ in statements))
+    lines = ["\\set rid random(1, 1000000000000000)"]
+    for pid in order:
+        for owner, sql in statements:
+            if owner == pid:
+                lines.append(sql.replace(record_id, "replay-:rid") + ";")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Replay:
+    name: str
+    per_s: float
+    db_ms: float
+    statements: str  # pgbench's per-statement latencies (-r)
+
+
+def _pgbench(name: str, script: Path, url: str, postmaster_pid: int, seconds: int, *flags: str) -> Replay:
+    pgbench = Path(os.environ.get("PG_BIN_DIR", "/usr/lib/postgresql/15/bin")) / "pgbench"
+    command = [str(pgbench), "-n", "-f", str(script), "-c", "1", "-T", str(seconds), "-r", *flags, url]
+    before = tree_cpu(postmaster_pid)
+    out = subprocess.run(command, capture_output=True, text=True)
+    cpu = tree_cpu(postmaster_pid) - before
+    processed = re.search(r"number of transactions actually processed: (\d+)", out.stdout)
+    failed = re.search(r"number of failed transactions: (\d+)", out.stdout)
+    if out.returncode != 0 or processed is None or int(processed[1]) == 0 or (failed and int(failed[1])):
+        raise RuntimeError(f"pgbench failed ({' '.join(command)}):\n{out.stdout}\n{out.stderr}")
+    count = int(processed[1])
+    latencies = out.stdout.split("statement latencies in milliseconds", 1)[-1].split("\n", 1)[-1]
+    return Replay(name=name, per_s=count / seconds, db_ms=cpu / count * 1000, statements=latencies.rstrip())
+
+
+def _floor(target: Target, url: str, phases: list[Phase], seconds: int, sql_out: str) -> None:
+    assert target.postmaster_pid is not None
+    log_path = Path(os.environ["PG_TMP"]) / "server.log"
+    statements, record_id = asyncio.run(_one_call_sql(target, url, log_path))
+    script = _replay_script(statements, record_id)
+    _cluster_sql(url, "CREATE TABLE bench_ceiling (id int PRIMARY KEY, n int NOT NULL)")
+    _cluster_sql(url, "INSERT INTO bench_ceiling VALUES (1, 0)")
+    with tempfile.TemporaryDirectory(prefix="charming-floor-") as tmp:
+        replay, ceiling = Path(tmp) / "replay.sql", Path(tmp) / "ceiling.sql"
+        replay.write_text(script)
+        ceiling.write_text("UPDATE bench_ceiling SET n = n + 1 WHERE id = 1;\n")
+        if sql_out:
+            Path(sql_out).write_text(script)
+        pid = target.postmaster_pid
+        kept = _pgbench("replay, kept connection", replay, url, pid, seconds)
+        fresh = _pgbench("replay, new connection (-C)", replay, url, pid, seconds, "-C")
+        top = _pgbench("single-row UPDATE (ceiling)", ceiling, url, pid, seconds)
+    connections = len({pid for pid, _ in statements})
+    print(
+        f"\nfloor: one mutate_app call (MCP 2026-07-28) sent {len(statements)} statements on {connections} "
+        f"connection(s); pgbench -c 1 -T {seconds} replayed them (per-statement ms, kept connection):"
+    )
+    print(kept.statements)
+    print(f"{'pgbench':<30} {'tx/s':>8} {'DB CPU ms/tx':>13}")
+    for run in (kept, fresh, top):
+        print(f"{run.name:<30} {run.per_s:>8.0f} {run.db_ms:>13.3f}")
+    print(
+        f"\n{'transport':<15} {'clients':>7} {'server ms':>10} {'DB ms':>7} {'server/floor':>13} "
+        f"{'DB/floor':>9} {'(server+DB)/floor':>18}   (CPU per call; floor = replay DB CPU, kept connection)"
+    )
+    for count in sorted({p.clients for p in phases}):
+        for kind in KINDS:
+            rows = [p for p in phases if p.kind == kind and p.clients == count]
+            server = Spread.of(r.server_ms for r in rows).median
+            db = Spread.of(r.db_ms or 0.0 for r in rows).median
+            print(
+                f"{kind:<15} {count:>7} {server:>10.2f} {db:>7.2f} {server / kept.db_ms:>12.1f}x "
+                f"{db / kept.db_ms:>8.1f}x {(server + db) / kept.db_ms:>17.1f}x"
+            )
+    print("targets (issue 13): DB CPU per mutate_app <= 3 ms, server <= 6 ms, (server+DB)/floor <= 3x")
+
+
+# ---------------------------------------------------------------------------------------------- one database
+
+
+def _prepare(env: dict[str, str]) -> dict[str, str]:
+    """Migrate, then create the user, token and app in a child process (Django set up there)."""
+    script = f"""
+import json, django
+django.setup()
+from django.core.management import call_command
+from django.db import connection
+call_command("migrate", verbosity=0)
+from django.contrib.auth import get_user_model
+from apps_registry.services.tokens import token_create
+from apps_registry.services.definitions import app_definition_save
+user = get_user_model().objects.create(username="bench")
+token = token_create(user=user, name="bench").plaintext
+app = app_definition_save(actor=user, definition=json.loads({json.dumps(json.dumps(DEFINITION))}))
+found = {{"token": token, "app_id": str(app.id)}}
+with connection.cursor() as cursor:
+    if connection.vendor == "sqlite":
+        cursor.execute("PRAGMA synchronous")
+        level = ["OFF", "NORMAL", "FULL", "EXTRA"][cursor.fetchone()[0]]
+        cursor.execute("PRAGMA journal_mode")
+        found["database"] = f"SQLite (journal_mode={{cursor.fetchone()[0]}}, synchronous={{level}})"
+    else:
+        cursor.execute("SELECT current_setting('server_version'), current_setting('fsync')")
+        version, fsync = cursor.fetchone()
+        found["database"] = f"PostgreSQL {{version}} (fsync={{fsync}})"
+print(json.dumps(found))
+"""
+    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"preparing the database failed:\n{out.stderr}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _postmaster(url: str) -> int | None:
+    """The cluster's postmaster pid when it runs on this machine (the parent of this connection's backend)."""
+    if not url.startswith("postgres"):
+        return None
+    [(backend,)] = _cluster_sql(url, "SELECT pg_backend_pid()")
+    return parent_pid(int(backend))
 
 
 def _free_port() -> int:
@@ -65,143 +450,105 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _prepare(env: dict[str, str]) -> tuple[str, str]:
-    """Migrate, then create the user, token and app in a child process (Django set up there)."""
-    script = f"""
-import json, django
-django.setup()
-from django.core.management import call_command
-call_command("migrate", verbosity=0)
-from django.contrib.auth import get_user_model
-from apps_registry.services.tokens import token_create
-from apps_registry.services.definitions import app_definition_save
-user = get_user_model().objects.create(username="bench")
-token = token_create(user=user, name="bench").plaintext
-app = app_definition_save(actor=user, definition=json.loads({json.dumps(json.dumps(DEFINITION))}))
-print(json.dumps({{"token": token, "app_id": str(app.id)}}))
-"""
-    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
-    data = json.loads(out.stdout.strip().splitlines()[-1])
-    return data["token"], data["app_id"]
-
-
-async def _mcp_worker(url: str, token: str, app_id: str, mode: str, calls: int, latencies: list[float]) -> None:
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
-    async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
-        await client.list_tools()
-        for _ in range(calls):
-            started = time.perf_counter()
-            result = await client.call_tool("mutate_app", {"app_id": app_id, "op": ROUTE, "params": PARAMS})
-            latencies.append(time.perf_counter() - started)
-            if result.is_error:
-                raise RuntimeError(f"mutate_app failed: {result.content}")
-
-
-async def _rest_worker(base: str, token: str, app_id: str, calls: int, latencies: list[float]) -> None:
-    import httpx2
-
-    url = f"{base}/api/apps/{app_id}/run/{ROUTE}/"
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
-        for _ in range(calls):
-            started = time.perf_counter()
-            response = await http.post(url, json={"params": PARAMS})
-            latencies.append(time.perf_counter() - started)
-            if response.status_code != 200:
-                raise RuntimeError(f"REST run failed: {response.status_code} {response.text}")
-
-
-async def _measure(kind: str, concurrency: int, calls: int, base: str, token: str, app_id: str) -> dict[str, Any]:
-    latencies: list[float] = []
-    per_client = max(1, calls // concurrency)
-    if kind == "rest":
-        workers = [_rest_worker(base, token, app_id, per_client, latencies) for _ in range(concurrency)]
-    else:
-        mode = "legacy" if kind == "mcp-2025-11-25" else "2026-07-28"
-        workers = [_mcp_worker(f"{base}/mcp", token, app_id, mode, per_client, latencies) for _ in range(concurrency)]
-    started = time.perf_counter()
-    await asyncio.gather(*workers)
-    # Throughput over the calls themselves: connection setup and tools/list are included only in wall time.
-    elapsed = time.perf_counter() - started
-    ordered = sorted(latencies)
-    return {
-        "kind": kind,
-        "concurrency": concurrency,
-        "calls": len(ordered),
-        "calls_per_s": len(ordered) / elapsed,
-        "p50_ms": statistics.median(ordered) * 1000,
-        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+def _run(args: argparse.Namespace, database_url: str) -> None:
+    port = _free_port()
+    extra = dict(item.split("=", 1) for item in args.env)
+    env = {
+        **os.environ,
+        **RATE_LIMITS_HIGH,
+        **extra,
+        "DJANGO_SETTINGS_MODULE": "charming.settings",
+        "DATABASE_URL": database_url,
+        "CHARMING_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        "LOG_LEVEL": "WARNING",
     }
+    prepared = _prepare(env)
+    command = [sys.executable, "-m", "uvicorn", "charming.asgi:application", "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--lifespan", "on", "--log-level", "warning", "--no-access-log"]
+    server = subprocess.Popen(command, env=env, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("the server did not start") from None
+                time.sleep(0.1)
+        target = Target(
+            base=f"http://127.0.0.1:{port}",
+            token=prepared["token"],
+            app_id=prepared["app_id"],
+            server_pid=server.pid,
+            postmaster_pid=_postmaster(database_url),
+        )
+        banner(f"mutate_app, {prepared['database']}, one uvicorn worker")
+        print("rate limits: CHARMING_RATE_*_PER_MINUTE and _BURST = 1000000000 (checked, never reached)")
+        if extra:
+            print(f"server settings from --env: {', '.join(sorted(extra))}")
+        print(
+            f"{args.calls} timed calls per row per repetition, {args.repeats} repetition(s), transports interleaved; "
+            "median (min-max) over repetitions"
+        )
+        phases = asyncio.run(
+            _benchmark(target, clients=args.clients, calls=args.calls, repeats=args.repeats, warmup=args.warmup)
+        )
+        _table(phases)
+        _targets(phases, prepared["database"])
+        if args.mode == "floor":
+            _floor(target, database_url, phases, args.seconds, args.sql_out)
+        print(f"load average at the end: {load()}")
+    finally:
+        server.terminate()
+        server.wait(timeout=15)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=200, help="calls per configuration (split across clients)")
-    parser.add_argument("--database-url", default="", help="an EMPTY throw-away database; default: temporary SQLite")
+    parser.add_argument("mode", nargs="?", choices=["compare", "floor"], default="compare", help="default: compare")
+    parser.add_argument("--database", choices=["sqlite", "postgres", "both"], help="default: both (floor: postgres)")
+    parser.add_argument("--database-url", default="", help="use this EMPTY throw-away database instead of a fresh one")
+    parser.add_argument("--calls", type=int, help="timed calls per row per repetition (default 200; quick 40)")
+    parser.add_argument("--repeats", type=int, help="repetitions (default 3; quick 1)")
+    parser.add_argument("--clients", default="1,8", help="concurrent client counts, comma-separated (default 1,8)")
+    parser.add_argument("--seconds", type=int, help="floor: seconds per pgbench run (default 10; quick 2)")
+    parser.add_argument("--sql-out", default="", help="floor: also write the captured pgbench script to this file")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="a setting for the server")
+    parser.add_argument("--quick", action="store_true", help="a fast smoke run: few calls, one repetition")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if any("=" not in item for item in args.env):
+        parser.error("--env takes KEY=VALUE")
+    args.clients = [int(n) for n in str(args.clients).split(",")]
+    args.calls = args.calls or (40 if args.quick else 200)
+    args.repeats = args.repeats or (1 if args.quick else 3)
+    args.seconds = args.seconds or (2 if args.quick else 10)
+    args.warmup = 10 if args.quick else 30
     sys.path.insert(0, str(ROOT))
 
-    with tempfile.TemporaryDirectory(prefix="charming-bench-") as workdir:
-        port = _free_port()
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "charming.settings",
-            "DATABASE_URL": args.database_url or f"sqlite:///{workdir}/bench.sqlite3",
-            "CHARMING_PUBLIC_URL": f"http://127.0.0.1:{port}",
-            "LOG_LEVEL": "WARNING",
-        }
-        token, app_id = _prepare(env)
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "charming.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--lifespan",
-                "on",
-                "--log-level",
-                "warning",
-                "--no-access-log",
-            ],
-            env=env,
-            cwd=ROOT,
+    if args.worker or args.database_url:
+        if args.mode == "floor" and "PG_TMP" not in os.environ:
+            parser.error("floor mode needs the throw-away cluster this script starts (leave out --database-url)")
+        _run(args, args.database_url)
+        return 0
+    databases = args.database or ("postgres" if args.mode == "floor" else "both")
+    if args.mode == "floor" and databases != "postgres":
+        parser.error("floor mode runs on PostgreSQL only")
+    if databases in ("sqlite", "both"):
+        with tempfile.TemporaryDirectory(prefix="charming-bench-") as workdir:
+            _run(args, f"sqlite:///{workdir}/bench.sqlite3")
+    if databases in ("postgres", "both"):
+        forwarded = [args.mode, "--calls", str(args.calls), "--repeats", str(args.repeats), "--worker"]
+        forwarded += ["--clients", ",".join(map(str, args.clients)), "--seconds", str(args.seconds)]
+        forwarded += [*(["--quick"] if args.quick else []), *(["--sql-out", args.sql_out] if args.sql_out else [])]
+        forwarded += [f"--env={item}" for item in args.env]
+        inner = shlex.join([sys.executable, str(Path(__file__).resolve()), *forwarded])
+        command = (
+            "source .ci/postgres.sh && pg_start >/dev/null && "
+            f'{inner} --database-url "$DATABASE_URL"; rc=$?; pg_stop; exit $rc'
         )
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline or server.poll() is not None:
-                        raise RuntimeError("the server did not start") from None
-                    time.sleep(0.1)
-            base = f"http://127.0.0.1:{port}"
-            database = "PostgreSQL" if env["DATABASE_URL"].startswith("postgres") else "SQLite"
-            print(f"mutate_app benchmark: {args.calls} calls per row, one uvicorn worker, {database}")
-            print(f"{'transport':<18} {'clients':>7} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'vs REST':>8}")
-            for concurrency in (1, 8):
-                rows = [
-                    asyncio.run(_measure(kind, concurrency, args.calls, base, token, app_id))
-                    for kind in ("rest", "mcp-2025-11-25", "mcp-2026-07-28")
-                ]
-                rest = rows[0]["calls_per_s"]
-                for row in rows:
-                    ratio = row["calls_per_s"] / rest
-                    print(
-                        f"{row['kind']:<18} {row['concurrency']:>7} {row['calls_per_s']:>9.1f} "
-                        f"{row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} {ratio:>7.2f}x"
-                    )
-        finally:
-            server.terminate()
-            server.wait(timeout=15)
+        subprocess.run(["bash", "-c", command], check=True, cwd=ROOT)
     return 0
 
 

@@ -40,8 +40,8 @@ def main() -> None:
         for mode in ("default", "normal"):
             with tempfile.TemporaryDirectory() as tmp:
                 env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp}/bench.sqlite3"}
-                command = [python, script, "--worker", mode, "--calls", str(args.calls)]
-                subprocess.run(command, env=env, check=True, cwd=ROOT)
+                worker_command = [python, script, "--worker", mode, "--calls", str(args.calls)]
+                subprocess.run(worker_command, env=env, check=True, cwd=ROOT)
     if args.only in (None, "postgres"):
         command = (
             "source .ci/postgres.sh && pg_start >/dev/null && "

@@ -13,7 +13,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitResult
 
 
-async def accept(ctx: object, params: object) -> ElicitResult:
+async def accept(context: object, params: object) -> ElicitResult:
     return ElicitResult(action="accept", content={"confirm": True})
 
 
