@@ -97,10 +97,15 @@ def _result(text: str, structured: dict[str, Any] | None, *, is_error: bool) -> 
 
 
 def envelope_ok(
-    value: Any, *, advisories: list[dict[str, Any]] | None = None, text: str | None = None
+    value: Any,
+    *,
+    advisories: list[dict[str, Any]] | None = None,
+    text: str | None = None,
+    paging: dict[str, Any] | None = None,
 ) -> types.CallToolResult:
-    """A successful envelope: `{ok: true, value, advisories?}`; the text is the value as JSON unless given."""
-    structured: dict[str, Any] = {"ok": True, "value": value}
+    """A successful envelope: `{ok: true, value, advisories?}` (plus `next_cursor`/`truncated` from `paging`,
+    for the tools whose contract pages); the text is the value as JSON unless given."""
+    structured: dict[str, Any] = {"ok": True, "value": value, **(paging or {})}
     if advisories:
         structured["advisories"] = advisories
     body = text if text is not None else json.dumps(value, ensure_ascii=False, indent=2, default=str)
