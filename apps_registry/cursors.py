@@ -39,18 +39,21 @@ def cursor_make(position: list[Any], *, binding: str) -> str:
     return signing.dumps(position, salt=f"{_SALT}:{binding}", compress=True)
 
 
-def cursor_read(cursor: str, *, binding: str, what: str, path: str = "$") -> list[Any]:
-    """The position in `cursor`; a cursor altered or made for another query (or server key) is `invalid_input`.
+def cursor_read(cursor: str, *, binding: str, length: int, what: str, path: str = "$") -> list[Any]:
+    """The position (of `length` values) in `cursor`; a cursor altered, made for another query or under another
+    server key, or holding a position of another shape (an older server's) is `invalid_input`.
 
-    `what` names the query in the message ("route 'list_expenses'"); `path` is where the caller sent it."""
+    `what` names the query in the message ("list_apps"); `path` is where the caller sent the cursor."""
     try:
         position = signing.loads(cursor, salt=f"{_SALT}:{binding}")
     except (signing.BadSignature, ValueError, TypeError):
         position = None
-    if not isinstance(position, list):
+    if not isinstance(position, list) or len(position) != length:
         raise InvalidInput(
             f"The cursor given to {what} is not valid for this query: it was altered, or made by another query "
             "(another app, route, order or caller). Start again without a cursor to get the first page.",
-            errors=[{"path": path, "message": "not a valid cursor for this query; omit it to start from the first page"}],
+            errors=[
+                {"path": path, "message": "not a valid cursor for this query; omit it to start from the first page"}
+            ],
         )
     return position

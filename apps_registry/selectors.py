@@ -74,7 +74,7 @@ def app_listings_page_for(actor: Any, *, cursor: str | None) -> AppPage:
     binding = f"list_apps|{getattr(actor, 'pk', None)}"
     apps = apps_visible_to(actor)
     if cursor:
-        name, app_id = _app_position(cursor_read(cursor, binding=binding, what="list_apps", path="$.cursor"))
+        name, app_id = _app_position(cursor_read(cursor, binding=binding, length=2, what="list_apps", path="$.cursor"))
         apps = apps.filter(Q(name__gt=name) | Q(name=name, id__gt=app_id))
     rows = list(apps.order_by("name", "id")[: page_size + 1])
     more = len(rows) > page_size
@@ -95,7 +95,7 @@ def app_listings_page_for(actor: Any, *, cursor: str | None) -> AppPage:
 
 
 def _app_position(position: list[Any]) -> tuple[str, uuid.UUID]:
-    name, app_id = position  # signed by this server: its shape is the one cursor_make was given
+    name, app_id = position  # signed by this server, so made by cursor_make below
     return str(name), uuid.UUID(str(app_id))
 
 

@@ -203,9 +203,16 @@ class FindStep(StepKind):
         binding = find_binding(call, step)
         after = None
         if token:
-            where = f"route '{call.route}' ({step.label} cursor)"
-            after = cursor_read(token, binding=binding, what=where, path=path_of(call.values["params"], token))
-        rows, positions, more = call.store.find_page(step.collection, where_values(step, call), step.order_by, limit, after)
+            after = cursor_read(
+                token,
+                binding=binding,
+                length=len(step.order_by) + 2,
+                what=f"route '{call.route}' at steps[{step.index}].find.cursor",
+                path=path_of(call.values["params"], token),
+            )
+        rows, positions, more = call.store.find_page(
+            step.collection, where_values(step, call), step.order_by, limit, after
+        )
         budget, size, kept = tool_result_bytes(), 2, len(rows)
         for n, row in enumerate(rows):
             size += json_bytes(row) + (1 if n else 0)

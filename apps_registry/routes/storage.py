@@ -101,7 +101,7 @@ def _after(columns: list[_Column], position: list[Any]) -> Q:
     and this one beyond. The first column's bound is repeated on its own so an index can range-scan it."""
     beyond_any: Q | None = None
     equal: list[Any] = []
-    for column, raw in zip(columns, position):
+    for column, raw in zip(columns, position, strict=True):
         expression = column.expression
         if raw is None:
             beyond = None if column.nulls_last() else Q(IsNull(expression, False))
@@ -196,9 +196,14 @@ class SqlStore:
             qs = qs.filter(_after(columns, after))
         names = [f"_p{n}" for n in range(len(order_by))]
         qs = qs.annotate(
-            **{name: ExpressionWrapper(column.expression, output_field=TextField()) for name, column in zip(names, columns)}
+            **{
+                name: ExpressionWrapper(column.expression, output_field=TextField())
+                for name, column in zip(names, columns[: len(names)], strict=True)
+            }
         )
-        rows = list(qs.order_by(*_ordering(order_by)).values_list("record_id", "data", "created_at", *names)[: limit + 1])
+        rows = list(
+            qs.order_by(*_ordering(order_by)).values_list("record_id", "data", "created_at", *names)[: limit + 1]
+        )
         more = len(rows) > limit
         rows = rows[:limit]
         positions = [[*row[3:], row[2].isoformat(), row[0]] for row in rows]

@@ -25,7 +25,9 @@ async def handle(call: ToolCall) -> ToolResult:
     if not apps and not cursor:
         return envelope_ok(apps, text="You have no Charming apps yet.")
     lines = [f"- {a['name']} (id {a['id']}, you are {a['role']}): {a['description'] or 'no description'}" for a in apps]
-    text = f"Your Charming apps ({len(apps)}{' on this page' if cursor or page.next_cursor else ''}):\n" + "\n".join(lines)
+    text = f"Your Charming apps ({len(apps)}{' on this page' if cursor or page.next_cursor else ''}):\n" + "\n".join(
+        lines
+    )
     if page.next_cursor is not None:
         text += f"\n\nMore apps follow: call list_apps with cursor {page.next_cursor!r} for the next page."
     return envelope_ok(apps, text=text, paging=paging)

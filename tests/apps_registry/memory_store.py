@@ -77,9 +77,8 @@ class MemoryStore:
     def find(self, collection: str, where: Where, order_by: OrderBy, limit: int | None) -> list[dict[str, Any]]:
         rows = self._selected(collection, where)
         for path, descending in reversed(order_by):
-            rows.sort(key=lambda row, p=path: (_at(row[1], row[0], p) is _ABSENT, _at(row[1], row[0], p)))
-            if descending:
-                rows.reverse()
+            key = lambda row, p=path: (_at(row[1], row[0], p) is _ABSENT, _at(row[1], row[0], p))  # noqa: E731
+            rows.sort(key=key, reverse=descending)  # stable: ties stay in insertion order, as in the SQL store
         rows = rows if limit is None else rows[:limit]
         return [document(record_id, copy.deepcopy(data)) for record_id, data in rows]
 
@@ -94,7 +93,7 @@ class MemoryStore:
             return [*keys, self.inserted[(collection, row[0])], row[0]]
 
         def beyond(mine: Position, theirs: Position) -> bool:
-            for n, (a, b) in enumerate(zip(mine, theirs)):
+            for n, (a, b) in enumerate(zip(mine, theirs, strict=True)):
                 if a != b:
                     return (a < b) if n < len(order_by) and order_by[n][1] else (a > b)
             return False

@@ -134,7 +134,7 @@ def test_records_inserted_between_pages_never_repeat_or_hide_a_record_that_was_t
 
 def test_a_filtered_paged_find_keeps_its_filter_on_every_page(user):
     app = paged_app(user, "-score", where={"group": "'x'"})
-    expected = [i for i in seed_mixed(user, app)]
+    expected = seed_mixed(user, app)
     assert sorted(expected) == ["a", "c", "e", "g", "k"]
     assert every_page(user, app, size=2) == expected
 
@@ -169,7 +169,7 @@ def test_an_altered_cursor_is_refused_saying_to_start_again(user):
     for altered in (cursor[:-1] + ("A" if cursor[-1] != "A" else "B"), "X" + cursor, "not a cursor", cursor[:10]):
         error = invalid_cursor(user, app, altered)
         assert error.message == (
-            "The cursor given to route 'r' (steps[0] (find) cursor) is not valid for this query: it was altered, "
+            "The cursor given to route 'r' at steps[0].find.cursor is not valid for this query: it was altered, "
             "or made by another query (another app, route, order or caller). Start again without a cursor to get "
             "the first page."
         )
@@ -228,7 +228,10 @@ def test_a_paged_find_needs_a_limit(user):
         one_route_app(
             user, [{"find": {"collection": "items", "cursor": "null"}, "as": "p"}, {"return": "p"}], kind="query"
         )
-    assert {"path": "routes.r.steps[0].find.cursor", "message": "a paged find (with 'cursor') needs a 'limit': the page size"} in caught.value.errors
+    assert {
+        "path": "routes.r.steps[0].find.cursor",
+        "message": "a paged find (with 'cursor') needs a 'limit': the page size",
+    } in caught.value.errors
 
 
 # --- the tool result budget -------------------------------------------------------------------

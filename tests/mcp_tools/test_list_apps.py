@@ -57,9 +57,7 @@ def every_app(live, agent, mode, between=None) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_list_apps_pages_by_name_with_a_cursor_and_apps_added_meanwhile_never_repeat(
-    live, alice, mode, monkeypatch
-):
+def test_list_apps_pages_by_name_with_a_cursor_and_apps_added_meanwhile_never_repeat(live, alice, mode, monkeypatch):
     monkeypatch.setattr(selectors, "APP_PAGE_SIZE", 2)
     for name in ("b", "d", "f", "h", "j"):
         make_app(owner=alice.user, name=name)
