@@ -34,6 +34,18 @@ def json_bytes(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str).encode())
 
 
+def items_within_budget(items: list[Any], budget: int | None = None) -> int:
+    """How many of `items`, from the first, fit in the tool result budget as a JSON list (at least one, so a
+    page always makes progress even when one item alone is over it)."""
+    budget = tool_result_bytes() if budget is None else budget
+    size = 2
+    for n, item in enumerate(items):
+        size += json_bytes(item) + (1 if n else 0)
+        if size > budget and n > 0:
+            return n
+    return len(items)
+
+
 def cursor_make(position: list[Any], *, binding: str) -> str:
     """An opaque cursor for `position`, valid only for the query named by `binding`."""
     return signing.dumps(position, salt=f"{_SALT}:{binding}", compress=True)

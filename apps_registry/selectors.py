@@ -14,7 +14,7 @@ from django.db.models.functions import Cast, Coalesce, Length
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from apps_registry.access import apps_visible_to
-from apps_registry.cursors import cursor_make, cursor_read, json_bytes, tool_result_bytes
+from apps_registry.cursors import cursor_make, cursor_read, items_within_budget
 from apps_registry.models import (
     Advisory,
     ApiToken,
@@ -82,12 +82,7 @@ def app_listings_page_for(actor: Any, *, cursor: str | None) -> AppPage:
         AppListing(id=app.id, name=app.name, description=app.description, role=app.caller_role)  # type: ignore[attr-defined]
         for app in rows[:page_size]
     ]
-    budget, size, kept = tool_result_bytes(), 2, len(listings)
-    for n, listing in enumerate(listings):
-        size += json_bytes(listing.as_dict()) + (1 if n else 0)
-        if size > budget and n > 0:
-            kept = n
-            break
+    kept = items_within_budget([listing.as_dict() for listing in listings])
     truncated = kept < len(listings)
     last = listings[kept - 1] if listings else None
     next_cursor = cursor_make([last.name, str(last.id)], binding=binding) if last and (more or truncated) else None
@@ -240,6 +235,20 @@ def feedback_sent_by(*, user: Any, app: App) -> QuerySet[Feedback]:
 def routes_of(app: App) -> QuerySet[Route]:
     """The app's routes, by name."""
     return Route.objects.filter(app=app).order_by("name")
+
+
+def routes_after(app: App, cursor: str | None) -> QuerySet[Route]:
+    """The app's routes by name, after `cursor` (get_app's `next_cursor`, which `route_cursor` makes)."""
+    routes = routes_of(app)
+    if cursor:
+        (name,) = cursor_read(cursor, binding=f"get_app|{app.id}", length=1, what="get_app", path="$.cursor")
+        routes = routes.filter(name__gt=str(name))
+    return routes
+
+
+def route_cursor(app: App, last_route: str) -> str:
+    """The cursor that continues get_app's routes after `last_route`."""
+    return cursor_make([last_route], binding=f"get_app|{app.id}")
 
 
 @dataclass(frozen=True)

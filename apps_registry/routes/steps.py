@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from apps_registry.cursors import cursor_make, cursor_read, json_bytes, tool_result_bytes
+from apps_registry.cursors import cursor_make, cursor_read, items_within_budget
 from apps_registry.exceptions import HandlerError, OperationFailed
 from apps_registry.routes.expressions import Expr, to_json
 from apps_registry.routes.store import Where
@@ -213,12 +213,7 @@ class FindStep(StepKind):
         rows, positions, more = call.store.find_page(
             step.collection, where_values(step, call), step.order_by, limit, after
         )
-        budget, size, kept = tool_result_bytes(), 2, len(rows)
-        for n, row in enumerate(rows):
-            size += json_bytes(row) + (1 if n else 0)
-            if size > budget and n > 0:
-                kept = n
-                break
+        kept = items_within_budget(rows)
         truncated = kept < len(rows)
         next_cursor = cursor_make(positions[kept - 1], binding=binding) if rows and (more or truncated) else None
         return {"items": rows[:kept], "next_cursor": next_cursor, "truncated": truncated}
