@@ -114,3 +114,25 @@ def test_query_app_pages_a_find_cut_by_the_budget_inside_the_routes_own_output(l
             break
         assert value["truncated"] is True and len(json.dumps(value["items"], separators=(",", ":"))) <= 1200
     assert seen == [f"n{n:02}" for n in range(20)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_route_value_over_the_budget_comes_whole_with_a_note_saying_so(live, alice, mode, settings):
+    definition = {
+        "name": "Big",
+        "routes": {
+            "r": {
+                "kind": "query",
+                "output": {"type": "object", "required": ["text"]},
+                "steps": [{"return": "{'text': params.text}"}],
+            }
+        },
+    }
+    app = app_definition_save(actor=alice.user, definition=definition)
+    settings.CHARMING_TOOL_RESULT_BYTES = 1000
+    args = {"app_id": str(app.id), "op": "r", "params": {"text": "x" * 3000}}
+    result = call_tool_ok(live, alice, mode, "query_app", args)
+    assert valid("query_app", result)["value"] == {"text": "x" * 3000}  # the author's output is never cut
+    assert "Note: this result is 3011 bytes of JSON, over this server's result budget of 1000 bytes" in text_of(result)
+    settings.CHARMING_TOOL_RESULT_BYTES = 60000
+    assert "Note:" not in text_of(call_tool_ok(live, alice, mode, "query_app", args))
