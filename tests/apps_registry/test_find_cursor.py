@@ -267,3 +267,23 @@ def test_postgres_pages_over_jsonb_ordering(user):
     app = paged_app(user, ["-meta.rank", "score"])
     expected = seed_mixed(user, app)
     assert every_page(user, app, size=1) == expected
+
+
+def test_the_paged_route_in_the_authoring_docs_saves_and_pages(user):
+    from pathlib import Path
+
+    from apps_registry.services.definitions import app_definition_save
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "authoring.md").read_text()
+    block = text.split("### Paging a find", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    routes = json.loads("{" + block + "}")
+    routes["add"] = {**ADD, "steps": [{"insert": {"collection": "expenses", "value": "params.value"}}]}
+    app = app_definition_save(
+        actor=user, definition={"name": "Budget", "collections": {"expenses": {}}, "routes": routes}
+    )
+    for n in range(5):
+        run(user, app, "add", {"value": {"at": f"2026-12-0{n + 1}", "amount": float(n)}})
+    first = run(user, app, "list_expenses_paged", {"size": 3}, kind="query")
+    rest = run(user, app, "list_expenses_paged", {"size": 3, "cursor": first["next_cursor"]}, kind="query")
+    assert [e["at"] for e in first["items"] + rest["items"]] == [f"2026-12-0{n}" for n in (5, 4, 3, 2, 1)]
+    assert rest["next_cursor"] is None
