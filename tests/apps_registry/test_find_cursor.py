@@ -70,7 +70,7 @@ def page(user, app, cursor: str | None = None, size: int = 3) -> dict[str, Any]:
 def every_page(user, app, size: int = 3, between=None) -> list[str]:
     seen: list[str] = []
     cursor = None
-    for n in range(200):
+    for n in range(1000):
         got = page(user, app, cursor, size)
         seen += [item["id"] for item in got["items"]]
         cursor = got["next_cursor"]
@@ -287,3 +287,37 @@ def test_the_paged_route_in_the_authoring_docs_saves_and_pages(user):
     rest = run(user, app, "list_expenses_paged", {"size": 3, "cursor": first["next_cursor"]}, kind="query")
     assert [e["at"] for e in first["items"] + rest["items"]] == [f"2026-12-0{n}" for n in (5, 4, 3, 2, 1)]
     assert rest["next_cursor"] is None
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("order_by", [None, "-score", ["group", "-score"]])
+def test_postgres_paging_while_another_connection_keeps_inserting(user, order_by):
+    """Inserts committed by another connection during the walk, not only between pages."""
+    import threading
+
+    app = paged_app(user, order_by)
+    expected = seed_mixed(user, app)
+    stop = threading.Event()
+    inserted: list[int] = []
+
+    def keep_inserting() -> None:
+        try:
+            n = 0
+            while not stop.is_set() and n < 300:
+                add(user, app, f"bg{n}", {"score": n % 5, "group": "xy"[n % 2]})
+                inserted.append(n)
+                n += 1
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=keep_inserting)
+    writer.start()
+    try:
+        seen = every_page(user, app, size=1)
+    finally:
+        stop.set()
+        writer.join()
+    assert inserted, "the writer inserted nothing"
+    assert len(seen) == len(set(seen)), "a record came twice"
+    assert [record_id for record_id in seen if record_id in MIXED] == expected
