@@ -230,7 +230,8 @@ class FindStep(StepKind):
                 summary=(
                     f"Route '{route}' steps[{step.index}] finds in '{step.collection}' without a 'limit'. "
                     f"Once the collection holds more than {limits.records_read_per_call} matching records "
-                    "the call fails; add a 'limit'."
+                    "the call fails; add a 'limit' (and a 'cursor', so callers can page through them: "
+                    "docs/authoring.md#paging-a-find)."
                 ),
                 user_summary="One of this app's lists may stop working once it grows large.",
                 data={"route": route, "step": step.index, "collection": step.collection},
