@@ -14,6 +14,7 @@ from django.db.models.functions import Cast, Coalesce, Length
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from apps_registry.access import apps_visible_to
+from apps_registry.cursors import cursor_make, cursor_read, items_within_budget
 from apps_registry.models import (
     Advisory,
     ApiToken,
@@ -41,6 +42,10 @@ class AppListing:
     description: str
     role: str
 
+    def as_dict(self) -> dict[str, str]:
+        """The listing as list_apps and GET /api/apps/ send it."""
+        return {"id": str(self.id), "name": self.name, "description": self.description, "role": self.role}
+
 
 def app_listings_for(actor: Any) -> list[AppListing]:
     """The actor's apps with their role in each, by name."""
@@ -48,6 +53,45 @@ def app_listings_for(actor: Any) -> list[AppListing]:
         AppListing(id=app.id, name=app.name, description=app.description, role=app.caller_role)  # type: ignore[attr-defined]
         for app in apps_visible_to(actor).order_by("name", "id")
     ]
+
+
+# list_apps and GET /api/apps/ return at most this many apps a page (fewer when the result budget is reached).
+APP_PAGE_SIZE = 100
+
+
+@dataclass(frozen=True)
+class AppPage:
+    """One page of the caller's apps: `next_cursor` continues it; `truncated` when the result budget cut it short."""
+
+    apps: list[AppListing]
+    next_cursor: str | None
+    truncated: bool
+
+
+def app_listings_page_for(actor: Any, *, cursor: str | None) -> AppPage:
+    """A page of the actor's apps by name (keyset on name, then id), after `cursor` (a `next_cursor`)."""
+    page_size = APP_PAGE_SIZE
+    binding = f"list_apps|{getattr(actor, 'pk', None)}"
+    apps = apps_visible_to(actor)
+    if cursor:
+        name, app_id = _app_position(cursor_read(cursor, binding=binding, length=2, what="list_apps", path="$.cursor"))
+        apps = apps.filter(Q(name__gt=name) | Q(name=name, id__gt=app_id))
+    rows = list(apps.order_by("name", "id")[: page_size + 1])
+    more = len(rows) > page_size
+    listings = [
+        AppListing(id=app.id, name=app.name, description=app.description, role=app.caller_role)  # type: ignore[attr-defined]
+        for app in rows[:page_size]
+    ]
+    kept = items_within_budget([listing.as_dict() for listing in listings])
+    truncated = kept < len(listings)
+    last = listings[kept - 1] if listings else None
+    next_cursor = cursor_make([last.name, str(last.id)], binding=binding) if last and (more or truncated) else None
+    return AppPage(apps=listings[:kept], next_cursor=next_cursor, truncated=truncated)
+
+
+def _app_position(position: list[Any]) -> tuple[str, uuid.UUID]:
+    name, app_id = position  # signed by this server, so made by cursor_make below
+    return str(name), uuid.UUID(str(app_id))
 
 
 @dataclass(frozen=True)
@@ -191,6 +235,20 @@ def feedback_sent_by(*, user: Any, app: App) -> QuerySet[Feedback]:
 def routes_of(app: App) -> QuerySet[Route]:
     """The app's routes, by name."""
     return Route.objects.filter(app=app).order_by("name")
+
+
+def routes_after(app: App, cursor: str | None) -> QuerySet[Route]:
+    """The app's routes by name, after `cursor` (get_app's `next_cursor`, which `route_cursor` makes)."""
+    routes = routes_of(app)
+    if cursor:
+        (name,) = cursor_read(cursor, binding=f"get_app|{app.id}", length=1, what="get_app", path="$.cursor")
+        routes = routes.filter(name__gt=str(name))
+    return routes
+
+
+def route_cursor(app: App, last_route: str) -> str:
+    """The cursor that continues get_app's routes after `last_route`."""
+    return cursor_make([last_route], binding=f"get_app|{app.id}")
 
 
 @dataclass(frozen=True)

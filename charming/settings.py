@@ -145,6 +145,10 @@ CHARMING_STORAGE_RETENTION_DAYS = env.int("CHARMING_STORAGE_RETENTION_DAYS", def
 # Hours a mutation's idempotency key (MCP _meta "io.charming/idempotency-key", REST Idempotency-Key) is remembered:
 # a retry with the same key within the window gets the first call's result instead of writing again.
 CHARMING_IDEMPOTENCY_WINDOW_HOURS = env.int("CHARMING_IDEMPOTENCY_WINDOW_HOURS", default=24)
+# The tool result budget: bytes of compact JSON one page of items may fill (list_apps, GET /api/apps/, a route's
+# paged find). Past it a page ends at an item boundary with truncated: true and a cursor to continue. The default
+# keeps a result well under the ~25k tokens MCP hosts accept from one tool call (docs/mcp.md, "Result size").
+CHARMING_TOOL_RESULT_BYTES = env.int("CHARMING_TOOL_RESULT_BYTES", default=60000)
 
 # --- Route engine (apps_registry/routes): bounds on what one app's routes may do; see docs/authoring.md#limits ---
 # Each is declared once in apps_registry/routes/limits.py (setting, default, meaning) and read here.

@@ -15,6 +15,7 @@ from typing import Any
 
 import mcp_types as types
 
+from apps_registry.cursors import json_bytes, tool_result_bytes
 from apps_registry.exceptions import (
     AccessDenied,
     AppNotFound,
@@ -97,14 +98,31 @@ def _result(text: str, structured: dict[str, Any] | None, *, is_error: bool) -> 
 
 
 def envelope_ok(
-    value: Any, *, advisories: list[dict[str, Any]] | None = None, text: str | None = None
+    value: Any,
+    *,
+    advisories: list[dict[str, Any]] | None = None,
+    text: str | None = None,
+    paging: dict[str, Any] | None = None,
 ) -> types.CallToolResult:
-    """A successful envelope: `{ok: true, value, advisories?}`; the text is the value as JSON unless given."""
-    structured: dict[str, Any] = {"ok": True, "value": value}
+    """A successful envelope: `{ok: true, value, advisories?}` (plus `next_cursor`/`truncated` from `paging`,
+    for the tools whose contract pages); the text is the value as JSON unless given."""
+    structured: dict[str, Any] = {"ok": True, "value": value, **(paging or {})}
     if advisories:
         structured["advisories"] = advisories
     body = text if text is not None else json.dumps(value, ensure_ascii=False, indent=2, default=str)
-    return _result(body + advisories_text(advisories or []), structured, is_error=False)
+    return _result(body + over_budget_text(value) + advisories_text(advisories or []), structured, is_error=False)
+
+
+def over_budget_text(value: Any) -> str:
+    """A note for a value over the tool result budget that no cursor cut (a route's own output is never cut:
+    its output schema governs it), so an agent whose host clipped the result knows why and what to ask for."""
+    size, budget = json_bytes(value), tool_result_bytes()
+    if size <= budget:
+        return ""
+    return (
+        f"\n\nNote: this result is {size} bytes of JSON, over this server's result budget of {budget} bytes; "
+        "some hosts cut results this large. Ask for less: a smaller limit, or a cursor if the route takes one."
+    )
 
 
 def envelope_error(error: dict[str, Any], *, advisories: list[dict[str, Any]] | None = None) -> types.CallToolResult:

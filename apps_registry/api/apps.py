@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps_registry.selectors import app_listings_for
+from apps_registry.selectors import app_listings_page_for
 
 
 class AppListView(APIView):
@@ -22,5 +24,11 @@ class AppListView(APIView):
         role = serializers.CharField()
 
     def get(self, request: Request) -> Response:
-        apps = self.OutputSerializer(app_listings_for(request.user), many=True).data
-        return Response({"ok": True, "value": apps})
+        """A page of the caller's apps by name; `next_cursor`, when present, goes back as `?cursor=`."""
+        page = app_listings_page_for(request.user, cursor=request.query_params.get("cursor"))
+        body: dict[str, Any] = {"ok": True, "value": self.OutputSerializer(page.apps, many=True).data}
+        if page.next_cursor is not None:
+            body["next_cursor"] = page.next_cursor
+        if page.truncated:
+            body["truncated"] = True
+        return Response(body)

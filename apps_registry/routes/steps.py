@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from apps_registry.cursors import cursor_make, cursor_read, items_within_budget
 from apps_registry.exceptions import HandlerError, OperationFailed
 from apps_registry.routes.expressions import Expr, to_json
 from apps_registry.routes.store import Where
@@ -168,8 +169,14 @@ class FindStep(StepKind):
         "where": Key("where"),
         "order_by": Key("order_by"),
         "limit": Key("expr"),
+        "cursor": Key("expr"),
     }
     advisory_kinds = ("unbounded-find",)
+
+    def parse(self, step: Step, body: Any, path: str, parser: StepParser) -> None:
+        super().parse(step, body, path, parser)
+        if isinstance(body, dict) and "cursor" in body and "limit" not in body:
+            parser.problem(f"{path}.find.cursor", "a paged find (with 'cursor') needs a 'limit': the page size")
 
     def run(self, step: Step, call: Call) -> Any:
         assert step.collection is not None
@@ -179,7 +186,37 @@ class FindStep(StepKind):
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise wrong(step, call, "find.limit", "a non-negative int", value)
             limit = value
+        if "cursor" in step.exprs:
+            assert limit is not None
+            return self._page(step, call, limit)
         return call.store.find(step.collection, where_values(step, call), step.order_by, limit)
+
+    def _page(self, step: Step, call: Call, limit: int) -> dict[str, Any]:
+        """A paged find: `{items, next_cursor, truncated}`, continuing after the given cursor (keyset), cut
+        at a record boundary once the items' JSON passes the tool result budget (at least one record)."""
+        assert step.collection is not None
+        if limit < 1:
+            raise wrong(step, call, "find.limit", "a positive int (the page size of a paged find)", limit)
+        token = step.exprs["cursor"].evaluate(call)
+        if token is not None and not isinstance(token, str):
+            raise wrong(step, call, "find.cursor", "a string (a next_cursor this find returned) or null", token)
+        binding = find_binding(call, step)
+        after = None
+        if token:
+            after = cursor_read(
+                token,
+                binding=binding,
+                length=len(step.order_by) + 2,
+                what=f"route '{call.route}' at steps[{step.index}].find.cursor",
+                path=path_of(call.values["params"], token),
+            )
+        rows, positions, more = call.store.find_page(
+            step.collection, where_values(step, call), step.order_by, limit, after
+        )
+        kept = items_within_budget(rows)
+        truncated = kept < len(rows)
+        next_cursor = cursor_make(positions[kept - 1], binding=binding) if rows and (more or truncated) else None
+        return {"items": rows[:kept], "next_cursor": next_cursor, "truncated": truncated}
 
     def advisories(self, route: str, step: Step, limits: Limits) -> list[AdvisoryDraft]:
         from apps_registry.routes.advisories import AdvisoryDraft
@@ -193,7 +230,8 @@ class FindStep(StepKind):
                 summary=(
                     f"Route '{route}' steps[{step.index}] finds in '{step.collection}' without a 'limit'. "
                     f"Once the collection holds more than {limits.records_read_per_call} matching records "
-                    "the call fails; add a 'limit'."
+                    "the call fails; add a 'limit' (and a 'cursor', so callers can page through them: "
+                    "docs/authoring.md#paging-a-find)."
                 ),
                 user_summary="One of this app's lists may stop working once it grows large.",
                 data={"route": route, "step": step.index, "collection": step.collection},
@@ -468,6 +506,24 @@ def record_value(step: Step, call: Call) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise wrong(step, call, f"{step.op}.value", "a map", value)
     return value
+
+
+def find_binding(call: Call, step: Step) -> str:
+    """What a paged find's cursor is bound to: the app, the route, the collection and the order."""
+    order = ",".join(("-" if descending else "") + ".".join(path) for path, descending in step.order_by)
+    return f"find|{call.values['app']['id']}|{call.route}|{step.collection}|{order}"
+
+
+def path_of(value: Any, wanted: str, path: str = "$") -> str:
+    """The JSON path in the params where the caller sent `wanted` (a cursor), or "$" if it came from elsewhere."""
+    if value == wanted:
+        return path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = path_of(item, wanted, f"{path}.{key}" if isinstance(value, dict) else f"{path}[{key}]")
+        if found != "$":
+            return found
+    return "$"
 
 
 def where_values(step: Step, call: Call) -> Where:

@@ -10,13 +10,28 @@ import json
 import math
 import uuid
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from django.db import DataError, IntegrityError, connection, transaction
-from django.db.models import F, FloatField, QuerySet, Sum, Value
+from django.db.models import (
+    DateTimeField,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    JSONField,
+    Q,
+    QuerySet,
+    Sum,
+    TextField,
+    Value,
+)
+from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Coalesce
+from django.db.models.lookups import Exact, GreaterThan, GreaterThanOrEqual, IsNull, LessThan, LessThanOrEqual
 from django.utils import timezone
 
 from apps_registry.exceptions import OperationFailed
@@ -37,6 +52,74 @@ def _key(path: tuple[str, ...]) -> Any:
 def _json(value: Any) -> Any:
     """A JSON column read with a plain cursor: text on SQLite (and jsonb under Django's loaders)."""
     return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def _ordering(order_by: list[tuple[tuple[str, ...], bool]]) -> list[Any]:
+    """find's ORDER BY: the author's order, then insertion order (created_at, then the record's id: unique)."""
+    return [column.order() for column in _page_columns(order_by)]
+
+
+@dataclass(frozen=True)
+class _Column:
+    """One column of find's order, as both ORDER BY and a page's keyset condition compile it."""
+
+    expression: Any
+    descending: bool
+    kind: str  # "data" (a data field: JSON, may be missing, i.e. SQL NULL), "created_at" or "record_id"
+
+    @property
+    def nullable(self) -> bool:
+        return self.kind == "data"
+
+    def order(self) -> Any:
+        return self.expression.desc() if self.descending else self.expression.asc()
+
+    def nulls_last(self) -> bool:
+        # The database's default place for NULLs, which find's ORDER BY uses: PostgreSQL sorts them as the
+        # largest value (last ascending), SQLite as the smallest (first ascending).
+        return (connection.vendor == "postgresql") != self.descending
+
+    def value(self, raw: Any) -> Any:
+        """A position's value as an SQL operand of the same type as the column."""
+        if self.kind == "data" and connection.vendor == "postgresql":
+            return RawSQL("%s::jsonb", (raw,), output_field=JSONField())
+        if self.kind == "created_at":
+            return Value(datetime.fromisoformat(raw), output_field=DateTimeField())
+        return Value(raw)
+
+
+def _page_columns(order_by: list[tuple[tuple[str, ...], bool]]) -> list[_Column]:
+    columns = [
+        _Column(F("record_id"), descending, "record_id") if path == ("id",) else _Column(_key(path), descending, "data")
+        for path, descending in order_by
+    ]
+    return [*columns, _Column(F("created_at"), False, "created_at"), _Column(F("record_id"), False, "record_id")]
+
+
+def _after(columns: list[_Column], position: list[Any]) -> Q:
+    """Rows strictly after `position` in the order of `columns`: for some column, every earlier one equal
+    and this one beyond. The first column's bound is repeated on its own so an index can range-scan it."""
+    beyond_any: Q | None = None
+    equal: list[Any] = []
+    for column, raw in zip(columns, position, strict=True):
+        expression = column.expression
+        if raw is None:
+            beyond = None if column.nulls_last() else Q(IsNull(expression, False))
+        else:
+            operand = column.value(raw)
+            beyond = Q(LessThan(expression, operand) if column.descending else GreaterThan(expression, operand))
+            if column.nullable and column.nulls_last():
+                beyond |= Q(IsNull(expression, True))
+        if beyond is not None:
+            beyond_any = Q(*equal, beyond) if beyond_any is None else beyond_any | Q(*equal, beyond)
+        equal.append(IsNull(expression, True) if raw is None else Exact(expression, column.value(raw)))
+    if beyond_any is None:  # cannot happen: the last column (record_id) is never NULL
+        return Q(pk__in=[])
+    first, raw = columns[0], position[0]
+    if raw is not None and not (first.nullable and first.nulls_last()):
+        bound = LessThanOrEqual if first.descending else GreaterThanOrEqual
+        return Q(bound(first.expression, first.value(raw))) & beyond_any
+    return beyond_any
 
 
 class SqlStore:
@@ -91,15 +174,40 @@ class SqlStore:
         order_by: list[tuple[tuple[str, ...], bool]],
         limit: int | None,
     ) -> list[dict[str, Any]]:
-        qs = self._filtered(collection, where)
-        ordering: list[Any] = []
-        for path, descending in order_by:
-            target: Any = F("record_id") if path == ("id",) else _key(path)
-            ordering.append(target.desc() if descending else target.asc())
-        qs = qs.order_by(*ordering, "created_at", "id")
+        qs = self._filtered(collection, where).order_by(*_ordering(order_by))
         if limit is not None:
             qs = qs[:limit]
         return [document(record_id, data) for record_id, data in qs.values_list("record_id", "data")]
+
+    def find_page(
+        self,
+        collection: str,
+        where: list[tuple[tuple[str, ...], str, Any]],
+        order_by: list[tuple[tuple[str, ...], bool]],
+        limit: int,
+        after: list[Any] | None,
+    ) -> tuple[list[dict[str, Any]], list[list[Any]], bool]:
+        """Up to `limit` records in `find`'s order, strictly after the position `after` (keyset, not OFFSET):
+        the records, each one's position (its sort values as the database compares them), and whether more
+        follow. A position is only meaningful to this store, for the same collection and order."""
+        columns = _page_columns(order_by)
+        qs = self._filtered(collection, where)
+        if after is not None:
+            qs = qs.filter(_after(columns, after))
+        names = [f"_p{n}" for n in range(len(order_by))]
+        qs = qs.annotate(
+            **{
+                name: ExpressionWrapper(column.expression, output_field=TextField())
+                for name, column in zip(names, columns[: len(names)], strict=True)
+            }
+        )
+        rows = list(
+            qs.order_by(*_ordering(order_by)).values_list("record_id", "data", "created_at", *names)[: limit + 1]
+        )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        positions = [[*row[3:], row[2].isoformat(), row[0]] for row in rows]
+        return [document(row[0], row[1]) for row in rows], positions, more
 
     def count(self, collection: str, where: list[tuple[tuple[str, ...], str, Any]]) -> int:
         return self._filtered(collection, where).count()

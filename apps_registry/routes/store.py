@@ -18,6 +18,9 @@ from apps_registry.routes.limits import limit_details
 Where = list[tuple[tuple[str, ...], str, Any]]
 # An ordering: (field path, descending).
 OrderBy = list[tuple[tuple[str, ...], bool]]
+# Where a record stands in one find's order (its sort values, then its insertion time and id), as the
+# store that made it compares them; a paged find's cursor carries the position of its page's last record.
+Position = list[Any]
 
 
 class Store(Protocol):
@@ -32,6 +35,13 @@ class Store(Protocol):
     def get(self, collection: str, record_id: str) -> dict[str, Any] | None: ...
 
     def find(self, collection: str, where: Where, order_by: OrderBy, limit: int | None) -> list[dict[str, Any]]: ...
+
+    def find_page(
+        self, collection: str, where: Where, order_by: OrderBy, limit: int, after: Position | None
+    ) -> tuple[list[dict[str, Any]], list[Position], bool]:
+        """Up to `limit` records in find's order strictly after `after` (keyset: records inserted meanwhile
+        never shift a page): the records, each one's position, and whether more records follow."""
+        ...
 
     def count(self, collection: str, where: Where) -> int: ...
 
@@ -126,6 +136,14 @@ class MeteredStore:
         rows = self.store.find(collection, where, order_by, budget if limit is None else min(limit, budget))
         self._count_read(len(rows))
         return rows
+
+    def find_page(
+        self, collection: str, where: Where, order_by: OrderBy, limit: int, after: Position | None
+    ) -> tuple[list[dict[str, Any]], list[Position], bool]:
+        budget = self.max_read - self.read + 1
+        rows, positions, more = self.store.find_page(collection, where, order_by, min(limit, budget), after)
+        self._count_read(len(rows))
+        return rows, positions, more
 
     def count(self, collection: str, where: Where) -> int:
         return self.store.count(collection, where)

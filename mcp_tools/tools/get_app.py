@@ -7,6 +7,7 @@ from typing import Any
 
 from apps_registry import selectors
 from apps_registry.access import app_for
+from apps_registry.cursors import items_within_budget
 from apps_registry.models import Route
 from apps_registry.services.advisories import advisories_deliver
 from mcp_tools.guide import GUIDE_URI
@@ -24,8 +25,16 @@ def route_as_contract(route: Route) -> dict[str, Any]:
     }
 
 
-def _describe(user: Any, app_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _describe(
+    user: Any, app_id: str, cursor: str | None
+) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
     app, role = app_for(actor=user, app_id=app_id, need="read")
+    routes = [route_as_contract(route) for route in selectors.routes_after(app, cursor)]
+    # The routes fill the result budget at most: past it they continue on the next call, by cursor.
+    kept = items_within_budget(routes)
+    paging: dict[str, Any] = {}
+    if kept < len(routes):
+        paging = {"next_cursor": selectors.route_cursor(app, routes[kept - 1]["name"]), "truncated": True}
     value = {
         "id": str(app.id),
         "name": app.name,
@@ -33,13 +42,13 @@ def _describe(user: Any, app_id: str) -> tuple[dict[str, Any], list[dict[str, An
         "role": role,
         "version": app.version,
         "authoring_guide": GUIDE_URI,
-        "routes": [route_as_contract(route) for route in selectors.routes_of(app)],
+        "routes": routes[:kept],
     }
-    return value, advisories_as_contract(advisories_deliver(actor=user, app=app))
+    return value, paging, advisories_as_contract(advisories_deliver(actor=user, app=app))
 
 
 async def handle(call: ToolCall) -> ToolResult:
-    value, advisories = await db(_describe, call.user, call.arguments["app_id"])
+    value, paging, advisories = await db(_describe, call.user, call.arguments["app_id"], call.arguments.get("cursor"))
     lines = [f"App '{value['name']}' (id {value['id']}, version {value['version']}); you are {value['role']}."]
     if value["description"]:
         lines.append(value["description"])
@@ -52,4 +61,9 @@ async def handle(call: ToolCall) -> ToolResult:
             f"\n  input: {json.dumps(route['input'], ensure_ascii=False)}"
             f"\n  output: {json.dumps(route['output'], ensure_ascii=False)}"
         )
-    return envelope_ok(value, advisories=advisories, text="\n".join(lines))
+    if paging:
+        lines.append(
+            f"\nMore routes follow (this result was cut to fit the size budget): call get_app with cursor "
+            f"{paging['next_cursor']!r} for the rest."
+        )
+    return envelope_ok(value, advisories=advisories, text="\n".join(lines), paging=paging)

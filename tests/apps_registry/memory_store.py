@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from apps_registry.exceptions import OperationFailed
-from apps_registry.routes.store import OrderBy, Where, document, encoded_record, missing
+from apps_registry.routes.store import OrderBy, Position, Where, document, encoded_record, missing
 
 _ABSENT = object()
 
@@ -45,17 +45,19 @@ class MemoryStore:
         self.storage_id = uuid.uuid4()
         self.max_bytes = max_bytes
         self.records: dict[tuple[str, str], dict[str, Any]] = {}
+        self.inserted: dict[tuple[str, str], int] = {}  # insertion sequence: a paged find's tiebreak
         for collection, by_id in (records or {}).items():
             for record_id, data in by_id.items():
                 self.records[(collection, record_id)] = copy.deepcopy(data)
+                self.inserted[(collection, record_id)] = len(self.inserted)
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
-        saved = copy.deepcopy(self.records)
+        saved, inserted = copy.deepcopy(self.records), dict(self.inserted)
         try:
             yield
         except BaseException:
-            self.records = saved
+            self.records, self.inserted = saved, inserted
             raise
 
     def collection(self, name: str) -> dict[str, dict[str, Any]]:
@@ -75,11 +77,36 @@ class MemoryStore:
     def find(self, collection: str, where: Where, order_by: OrderBy, limit: int | None) -> list[dict[str, Any]]:
         rows = self._selected(collection, where)
         for path, descending in reversed(order_by):
-            rows.sort(key=lambda row, p=path: (_at(row[1], row[0], p) is _ABSENT, _at(row[1], row[0], p)))
-            if descending:
-                rows.reverse()
+            key = lambda row, p=path: (_at(row[1], row[0], p) is _ABSENT, _at(row[1], row[0], p))  # noqa: E731
+            rows.sort(key=key, reverse=descending)  # stable: ties stay in insertion order, as in the SQL store
         rows = rows if limit is None else rows[:limit]
         return [document(record_id, copy.deepcopy(data)) for record_id, data in rows]
+
+    def find_page(
+        self, collection: str, where: Where, order_by: OrderBy, limit: int, after: Position | None
+    ) -> tuple[list[dict[str, Any]], list[Position], bool]:
+        def position(row: tuple[str, dict[str, Any]]) -> Position:
+            keys = []
+            for path, _descending in order_by:
+                value = _at(row[1], row[0], path)
+                keys.append([True, None] if value is _ABSENT else [False, value])
+            return [*keys, self.inserted[(collection, row[0])], row[0]]
+
+        def beyond(mine: Position, theirs: Position) -> bool:
+            for n, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+                if a != b:
+                    return (a < b) if n < len(order_by) and order_by[n][1] else (a > b)
+            return False
+
+        rows = self._selected(collection, where)
+        rows.sort(key=lambda row: self.inserted[(collection, row[0])])
+        for path, descending in reversed(order_by):
+            key = lambda row, p=path: (_at(row[1], row[0], p) is _ABSENT, _at(row[1], row[0], p))  # noqa: E731
+            rows.sort(key=key, reverse=descending)  # stable: ties stay in insertion order
+        if after is not None:
+            rows = [row for row in rows if beyond(position(row), after)]
+        page = rows[:limit]
+        return [document(i, copy.deepcopy(d)) for i, d in page], [position(row) for row in page], len(rows) > limit
 
     def count(self, collection: str, where: Where) -> int:
         return len(self._selected(collection, where))
@@ -107,12 +134,14 @@ class MemoryStore:
                 details={"collection": collection, "id": record_id},
             )
         self.records[(collection, record_id)] = copy.deepcopy(data)
+        self.inserted[(collection, record_id)] = max(self.inserted.values(), default=-1) + 1
         return document(record_id, data)
 
     def _merge(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
         data = {**self.records[(collection, record_id)], **changes}
         encoded_record(collection, record_id, data, self.max_bytes)
         self.records[(collection, record_id)] = copy.deepcopy(data)
+        self.inserted[(collection, record_id)] = max(self.inserted.values(), default=-1) + 1
         return document(record_id, data)
 
     def update(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
@@ -127,6 +156,7 @@ class MemoryStore:
 
     def delete(self, collection: str, record_id: str) -> dict[str, Any]:
         data = self.records.pop((collection, record_id), None)
+        self.inserted.pop((collection, record_id), None)
         if data is None:
             raise missing(collection, record_id, "delete")
         return document(record_id, data)

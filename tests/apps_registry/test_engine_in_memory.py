@@ -107,6 +107,37 @@ def test_find_filters_orders_and_limits():
     assert run(route, store, {"category": "food"}) == ["b", "a"]
 
 
+def test_a_paged_find_continues_after_its_cursor_even_when_records_are_inserted_between_pages():
+    store = MemoryStore(records={"items": {k: {"n": n % 3} for n, k in enumerate("abcdefg")}})
+    route = compiled(
+        [
+            {
+                "find": {"collection": "items", "order_by": "-n", "limit": "2", "cursor": "params.cursor"},
+                "as": "page",
+            },
+            {"return": "page"},
+        ],
+        kind="query",
+    )
+    expected = [
+        r["id"]
+        for r in run(
+            compiled([{"find": {"collection": "items", "order_by": "-n"}, "as": "f"}, {"return": "f"}], kind="query"),
+            store,
+        )
+    ]
+    seen, cursor = [], None
+    while True:
+        got = run(route, store, {"cursor": cursor})
+        seen += [r["id"] for r in got["items"]]
+        store.insert("items", f"new{len(seen)}", {"n": 1})
+        cursor = got["next_cursor"]
+        if cursor is None:
+            break
+    assert [i for i in seen if not i.startswith("new")] == expected == ["c", "f", "b", "e", "a", "d", "g"]
+    assert len(seen) == len(set(seen))
+
+
 def test_find_with_a_negative_limit_fails_naming_the_step():
     route = compiled([{"find": {"collection": "c", "limit": "-1"}, "as": "f"}, {"return": "f"}])
     with pytest.raises(HandlerError) as exc:
