@@ -10,7 +10,14 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from apps_registry.exceptions import AppNotFound, CharmingError, InsufficientScope, InternalError, RouteKindMismatch
+from apps_registry.exceptions import (
+    AppNotFound,
+    CharmingError,
+    InsufficientScope,
+    InternalError,
+    RouteKindMismatch,
+    database_unavailable,
+)
 from apps_registry.redaction import RedactingFilter, redact_error
 from apps_registry.services.tokens import MISSING_TOKEN_MESSAGE
 
@@ -37,6 +44,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         if isinstance(exc, InsufficientScope):  # RFC 6750 §3.1, as /mcp answers it
             refused["WWW-Authenticate"] = f'Bearer realm="charming", error="insufficient_scope", scope="{exc.scope}"'
         return refused
+    outage = database_unavailable(exc)
+    if outage is not None:
+        logger.warning("REST request answered 503: the database is unavailable (%s)", exc)
+        unavailable = Response({"ok": False, "error": outage.as_envelope_error()}, status=outage.http_status)
+        unavailable["Retry-After"] = str(outage.retry_after_seconds)
+        return unavailable
     response = drf_exception_handler(exc, context)
     if response is not None:
         detail = response.data.get("detail") if isinstance(response.data, dict) else None
