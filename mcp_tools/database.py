@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import AsyncToSync, sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
@@ -41,7 +41,16 @@ def _unit(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         close_old_connections()
 
 
+def _called_from_sync_code() -> bool:
+    """Whether this coroutine runs under `async_to_sync` from a sync thread (asgiref records that thread)."""
+    return getattr(AsyncToSync.executors, "current", None) is not None
+
+
 async def db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """Run `fn` (sync ORM code: a service, a selector) as one unit of database work, off the event loop."""
+    if _called_from_sync_code():
+        # A sync caller (the test suite's in-process tool calls) owns its thread's connection and transaction:
+        # run there, as asgiref's thread-sensitive default does, and leave the connection to that caller.
+        return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
     run = sync_to_async(_unit, thread_sensitive=False, executor=_executor())
     return await run(fn, *args, **kwargs)

@@ -9,7 +9,6 @@ and OAuth clients) where the SDK admits and discards them, and refuses one more 
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 from django.conf import settings
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
@@ -45,7 +44,16 @@ class UserCappedSessionManager(StreamableHTTPSessionManager):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.open_per_user: Counter[str] = Counter()
+        self._sessions_of: dict[str, set[str]] = {}
+
+    def open_sessions(self, user: str) -> int:
+        """Sessions `user` (a user id) has open in this process: not ended, even if the SDK has yet to forget them
+        (it answers a DELETE before it discards the session)."""
+        return sum(
+            1
+            for session_id in self._sessions_of.get(user, ())
+            if (transport := self._server_instances.get(session_id)) is not None and not transport.is_terminated
+        )
 
     async def handle_request(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -57,20 +65,20 @@ class UserCappedSessionManager(StreamableHTTPSessionManager):
         # Called under the SDK's session-creation lock with no await in between: check and count are one step.
         user = _user_of(requestor)
         limit = settings.CHARMING_MCP_SESSIONS_PER_USER
-        if user is not None and self.open_per_user[user] >= limit:
+        if user is not None and self.open_sessions(user) >= limit:
             raise SessionsPerUserExceeded(limit, self.session_idle_timeout)
         transport = super()._admit_session(requestor)
         if transport is not None and user is not None:
-            self.open_per_user[user] += 1
+            assert transport.mcp_session_id is not None
+            self._sessions_of.setdefault(user, set()).add(transport.mcp_session_id)
         return transport
 
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         # However a session ends (DELETE, idle expiry, a refused opening request, a crash) the SDK discards it
-        # here, possibly twice; count it once, while the SDK still tracks it (it forgets before its first await).
-        if session_id in self._server_instances:
-            user = _user_of(self._session_owners.get(session_id))
-            if user is not None:
-                self.open_per_user[user] -= 1
-                if self.open_per_user[user] <= 0:
-                    del self.open_per_user[user]
+        # here, possibly twice; forget it while the SDK still knows its owner (it forgets before its first await).
+        user = _user_of(self._session_owners.get(session_id))
+        if user is not None and (sessions := self._sessions_of.get(user)) is not None:
+            sessions.discard(session_id)
+            if not sessions:
+                del self._sessions_of[user]
         await super()._discard_session(session_id, transport)

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 from tests.factories import make_app
-from tests.mcp_tools.conftest import LEGACY, MODERN, Agent, LiveServer, call_tool_ok, run
+from tests.mcp_tools.conftest import LEGACY, MODERN, Agent, LiveServer, call_tool_ok, live_server_running, run
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -170,3 +170,29 @@ def test_the_cap_counts_each_user_apart_and_sessions_ending_give_their_place_bac
         return statuses
 
     assert run(go()) == [429, 429, 429]
+
+
+def test_an_idle_session_expires_and_gives_its_place_back(live, alice, settings):
+    from django.core.asgi import get_asgi_application
+
+    from mcp_tools.asgi import application_build
+
+    settings.CHARMING_MCP_SESSION_IDLE_SECONDS = 1
+    settings.CHARMING_MCP_SESSIONS_PER_USER = 1
+    app = application_build(get_asgi_application())
+
+    async def go(server: LiveServer) -> tuple[int, int]:
+        async with http_client(alice) as http:
+            abandoned = await session_open(http, server)
+            for _ in range(200):  # the session expires a second after its last request
+                if app.session_manager.open_sessions(str(alice.user.pk)) == 0:
+                    break
+                await asyncio.sleep(0.1)
+            tools_list = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+            expired = await http.post(server.mcp_url, json=tools_list, headers=abandoned)
+            reopened = await session_open(http, server)
+            await session_close(http, server, reopened)
+            return expired.status_code, app.session_manager.open_sessions(str(alice.user.pk))
+
+    with live_server_running(app) as server:
+        assert run(go(server)) == (404, 0)
