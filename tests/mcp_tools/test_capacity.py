@@ -196,3 +196,24 @@ def test_an_idle_session_expires_and_gives_its_place_back(live, alice, settings)
 
     with live_server_running(app) as server:
         assert run(go(server)) == (404, 0)
+
+
+def backends_of_the_test_database() -> set[int]:
+    """Process ids of every connection to the test database: this thread borrows one from the same pool."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+            return {pid for (pid,) in cursor.fetchall()}
+    finally:
+        connection.close()
+
+
+@pytest.mark.postgres
+def test_calls_reuse_pooled_connections_instead_of_opening_new_ones(live, alice):
+    call_tool_ok(live, alice, MODERN, "list_apps", {})  # the pool opens its connections
+    before = backends_of_the_test_database()
+
+    for mode in (LEGACY, MODERN, LEGACY, MODERN):
+        call_tool_ok(live, alice, mode, "list_apps", {})
+
+    assert before and backends_of_the_test_database() <= before
