@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from django.db import InterfaceError, OperationalError
+
 from apps_registry.values import clip, text_problems
 
 
@@ -193,6 +195,24 @@ class ConfirmationRequired(CharmingError):
 class AuthenticationFailed(CharmingError):
     kind = "unauthenticated"
     http_status = 401
+
+
+class DatabaseUnavailable(CharmingError):
+    """The database could not be reached or dropped the connection (an outage, a restart, a full pool)."""
+
+    kind = "unavailable"
+    http_status = 503
+    retry_after_seconds: ClassVar[int] = 5
+
+    def __init__(self) -> None:
+        super().__init__("The database is unavailable; try again shortly.")
+
+
+def database_unavailable(error: BaseException) -> DatabaseUnavailable | None:
+    """The error a transport answers (503, Retry-After) when `error` means the database is out of reach."""
+    if isinstance(error, OperationalError | InterfaceError):
+        return DatabaseUnavailable()
+    return None
 
 
 class InternalError(CharmingError):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import environ
 from csp.constants import NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -77,11 +78,33 @@ TEMPLATES = [
 (BASE_DIR / "var" / "static").mkdir(parents=True, exist_ok=True)
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'db.sqlite3'}")}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
+# Connections one server process may hold: the psycopg pool's ceiling on PostgreSQL, and on any database the
+# number of threads MCP's database work runs on (mcp_tools/database.py). Size it against max_connections
+# (docs/operations.md, "Database connections").
+DATABASE_POOL_MAX_SIZE = env.int("DATABASE_POOL_MAX_SIZE", default=10)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL and a busy timeout let the ASGI server's threads share the file without "database is locked".
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
     )
+elif env.bool("DATABASE_POOL", default=True):
+    # Django's psycopg pool: a request borrows an open connection for each unit of work and gives it back, so
+    # no call pays for a new PostgreSQL connection (SQLite has no pool; opening its file is cheap).
+    if DATABASES["default"]["CONN_MAX_AGE"] != 0:
+        # Django refuses this only at the first query, on every request; say so at startup instead.
+        raise ImproperlyConfigured(
+            "DATABASE_CONN_MAX_AGE must be 0 while the connection pool is on (the pool keeps connections open): "
+            "unset DATABASE_CONN_MAX_AGE, or set DATABASE_POOL=false to use persistent connections instead."
+        )
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=2),
+        "max_size": DATABASE_POOL_MAX_SIZE,
+        # Seconds a unit of work waits for a free connection before it fails (503 "database unavailable").
+        "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+    }
+    # Check each connection as it leaves the pool (an empty query): after a PostgreSQL restart the pooled
+    # connections are dead, and this replaces them instead of failing one call each.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -178,8 +201,11 @@ CHARMING_MCP_CONFIRM_TTL_SECONDS = env.int("CHARMING_MCP_CONFIRM_TTL_SECONDS", d
 CHARMING_MCP_ALLOWED_HOSTS = env.list("CHARMING_MCP_ALLOWED_HOSTS", default=[])
 # Browser Origins /mcp accepts; any other Origin gets 403. Empty: the origin of CHARMING_PUBLIC_URL.
 CHARMING_MCP_ALLOWED_ORIGINS = env.list("CHARMING_MCP_ALLOWED_ORIGINS", default=[])
-# Seconds an idle 2025-11-25 session (Mcp-Session-Id) is kept in the worker's memory.
-CHARMING_MCP_SESSION_IDLE_SECONDS = env.int("CHARMING_MCP_SESSION_IDLE_SECONDS", default=1800)
+# Seconds an idle 2025-11-25 session (Mcp-Session-Id: no request in flight, no open GET stream) is kept in the
+# worker's memory; an abandoned one costs about 344 KB until then.
+CHARMING_MCP_SESSION_IDLE_SECONDS = env.int("CHARMING_MCP_SESSION_IDLE_SECONDS", default=600)
+# 2025-11-25 sessions one user may keep open in one worker; one more initialize gets HTTP 429.
+CHARMING_MCP_SESSIONS_PER_USER = env.int("CHARMING_MCP_SESSIONS_PER_USER", default=25)
 
 # --- OAuth 2.1 authorization server (django-oauth-toolkit; apps_registry/oauth, docs/operations.md#oauth) ---
 # Seconds an access token is valid; clients refresh it with their refresh token.

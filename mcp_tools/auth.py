@@ -4,7 +4,7 @@ The SDK never sees a request we did not authenticate. Each request carries the c
 places: `scope["user"]` (the SDK binds a 2025-11-25 session to it and answers 404 to anyone
 else), the SDK's `auth_context_var` (it binds sealed requestState to the same principal), and our
 `current_caller` contextvar (the SDK runs handlers under the sending request's context, so
-handlers read it in both protocol versions, including inside `sync_to_async` threads).
+handlers read it in both protocol versions, including inside their `db()` units).
 """
 
 from __future__ import annotations
@@ -15,24 +15,25 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import connections
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp_types import INVALID_REQUEST
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apps_registry.access import ALL_SCOPES, CHALLENGE_SCOPES, scope_refusal_message
 from apps_registry.authentication import bearer_token_from_header, is_personal_token
-from apps_registry.exceptions import AuthenticationFailed, RateLimited
+from apps_registry.exceptions import AuthenticationFailed, DatabaseUnavailable, RateLimited, database_unavailable
+from apps_registry.redaction import RedactingFilter
 from apps_registry.services.oauth import oauth_token_authenticate
 from apps_registry.services.tokens import token_authenticate
+from mcp_tools.database import db
 from mcp_tools.registry import tool_named
 from mcp_tools.throttle import authenticate_within_limits, send_rate_limited
 
 logger = logging.getLogger(__name__)
+logger.addFilter(RedactingFilter())
 
 # Fixed client id for personal tokens: the session owner is (client_id, issuer, subject), so the subject
 # (the user id) is what tells two users apart. OAuth callers carry their client's id.
@@ -195,7 +196,11 @@ def sdk_user_for(caller: Caller) -> AuthenticatedUser:
 
 
 class BearerAuth:
-    """ASGI wrapper: resolve `Authorization: Bearer` to a user, or answer 401 before the SDK runs."""
+    """ASGI wrapper: resolve `Authorization: Bearer` to a user, or answer 401 before the SDK runs.
+
+    The request holds no database connection: authentication is one unit of database work (mcp_tools.database),
+    finished before the SDK runs, and each tool's `db()` call is another.
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -206,23 +211,40 @@ class BearerAuth:
             if name == b"authorization":
                 header = value.decode("latin-1")
                 break
-        # Like Django's own ASGI handler: each HTTP request gets its own thread for ORM calls (so
-        # concurrent calls do not queue behind one thread) and its connections are closed when it ends.
-        async with ThreadSensitiveContext():
-            try:
-                try:
-                    caller = await sync_to_async(authenticate_within_limits, thread_sensitive=True)(
-                        _authenticate, header, scope
-                    )
-                except AuthenticationFailed as error:
-                    await send_unauthorized(send, error.message, token_given=bool(header))
-                    return
-                except RateLimited as error:
-                    await send_rate_limited(send, error)
-                    return
-                await run_as(caller, self.app, scope, receive, send)
-            finally:
-                await sync_to_async(connections.close_all, thread_sensitive=True)()
+        try:
+            caller = await db(authenticate_within_limits, _authenticate, header, scope)
+        except AuthenticationFailed as error:
+            await send_unauthorized(send, error.message, token_given=bool(header))
+            return
+        except RateLimited as error:
+            await send_rate_limited(send, error)
+            return
+        except Exception as error:
+            outage = database_unavailable(error)
+            if outage is None:
+                raise
+            logger.warning("MCP request answered 503: the database is unavailable (%s)", error)
+            await send_unavailable(send, outage)
+            return
+        await run_as(caller, self.app, scope, receive, send)
+
+
+async def send_unavailable(send: Send, outage: DatabaseUnavailable) -> None:
+    """503 with Retry-After and a JSON-RPC error body (no request id: the request was never read)."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": INTERNAL_ERROR, "message": outage.message}}
+    raw = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": outage.http_status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(raw)).encode()),
+                (b"retry-after", str(outage.retry_after_seconds).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": raw})
 
 
 async def run_as(caller: Caller, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:

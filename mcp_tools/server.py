@@ -17,7 +17,6 @@ from django.conf import settings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -31,6 +30,7 @@ from mcp_tools.confirmation import STATE_SEAL_GRACE_SECONDS, confirmation_ttl_se
 from mcp_tools.guide import GUIDE_URI, get_prompt, list_prompts, list_resources, read_resource
 from mcp_tools.registry import tool_named, tools_allowed
 from mcp_tools.results import error_result
+from mcp_tools.sessions import UserCappedSessionManager
 from mcp_tools.tools import ToolCall, ToolResult
 
 logger = logging.getLogger(__name__)
@@ -135,9 +135,13 @@ def transport_security() -> TransportSecuritySettings:
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
-def session_manager_build(server: Server[Any] | None = None) -> StreamableHTTPSessionManager:
-    """A session manager serving both protocol versions on one URL; run it once per process (lifespan)."""
-    return StreamableHTTPSessionManager(
+def session_manager_build(server: Server[Any] | None = None) -> UserCappedSessionManager:
+    """A session manager serving both protocol versions on one URL; run it once per process (lifespan).
+
+    2025-11-25 sessions are capped per user (mcp_tools.sessions) and expire after
+    CHARMING_MCP_SESSION_IDLE_SECONDS without a request in flight (an open GET stream counts as one).
+    """
+    return UserCappedSessionManager(
         app=server or server_build(),
         stateless=False,
         json_response=False,

@@ -18,6 +18,7 @@ from apps_registry.exceptions import (
     InternalError,
     RateLimited,
     RouteKindMismatch,
+    database_unavailable,
 )
 from apps_registry.redaction import RedactingFilter, redact_error
 from apps_registry.services.tokens import MISSING_TOKEN_MESSAGE
@@ -49,6 +50,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         if isinstance(exc, RateLimited):
             refused["Retry-After"] = str(exc.retry_after_seconds)
         return refused
+    outage = database_unavailable(exc)
+    if outage is not None:
+        logger.warning("REST request answered 503: the database is unavailable (%s)", exc)
+        unavailable = Response({"ok": False, "error": outage.as_envelope_error()}, status=outage.http_status)
+        unavailable["Retry-After"] = str(outage.retry_after_seconds)
+        return unavailable
     response = drf_exception_handler(exc, context)
     if response is not None:
         detail = response.data.get("detail") if isinstance(response.data, dict) else None

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import mcp_types as types
-from asgiref.sync import sync_to_async
 from mcp.server.context import ServerRequestContext
 
-P = ParamSpec("P")
-R = TypeVar("R")
+# Handlers run their services and selectors through db(): one unit of database work each (mcp_tools.database).
+from mcp_tools.database import db
+
+__all__ = ["Handler", "ToolCall", "ToolResult", "db"]
 
 ToolResult = types.CallToolResult | types.InputRequiredResult
 
@@ -27,12 +28,3 @@ class ToolCall:
 
 
 Handler = Callable[[ToolCall], Awaitable[ToolResult]]
-
-
-async def db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Run a service or selector (sync ORM code) from an async handler.
-
-    It runs on the HTTP request's own thread (see mcp_tools.auth.BearerAuth), which closes the
-    request's database connections when the request ends.
-    """
-    return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)

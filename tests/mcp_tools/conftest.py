@@ -7,6 +7,7 @@ client talks to a real socket. Tests using it need committed data: `transactiona
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -18,8 +19,6 @@ import httpx2
 import mcp_types as types
 import pytest
 import uvicorn
-from asgiref.sync import sync_to_async
-from django.db import connections
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -46,16 +45,11 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def live_server_mcp(django_db_setup) -> Iterator[LiveServer]:
-    from django.core.asgi import get_asgi_application
-
-    from mcp_tools.asgi import application_build
-
+@contextlib.contextmanager
+def live_server_running(app: Any) -> Iterator[LiveServer]:
+    """`app` served by uvicorn in a thread of this process, on a free port, until the block ends."""
     port = _free_port()
-    config = uvicorn.Config(
-        application_build(get_asgi_application()), host="127.0.0.1", port=port, lifespan="on", log_level="warning"
-    )
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on", log_level="warning")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="live-mcp-server", daemon=True)
     thread.start()
@@ -67,8 +61,18 @@ def live_server_mcp(django_db_setup) -> Iterator[LiveServer]:
     yield LiveServer(base_url=f"http://127.0.0.1:{port}")
     server.should_exit = True
     thread.join(timeout=10)
-    # The server's ORM calls ran on asgiref's shared thread; close its connection so the test database can be dropped.
-    asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
+    # Nothing to close: each of the server's units of database work gave its connection back when it ended
+    # (mcp_tools.database), and Django closes the pool before it drops the test database.
+
+
+@pytest.fixture(scope="session")
+def live_server_mcp(django_db_setup) -> Iterator[LiveServer]:
+    from django.core.asgi import get_asgi_application
+
+    from mcp_tools.asgi import application_build
+
+    with live_server_running(application_build(get_asgi_application())) as server:
+        yield server
 
 
 @pytest.fixture

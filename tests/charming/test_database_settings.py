@@ -1,0 +1,52 @@
+"""DATABASES from the environment: Django's psycopg pool on PostgreSQL (sized by DATABASE_POOL_*), none on SQLite."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PRINT_DATABASE = (
+    "import json; from charming import settings; d = settings.DATABASES['default']; "
+    "print(json.dumps({'pool': d.get('OPTIONS', {}).get('pool'), 'health': d.get('CONN_HEALTH_CHECKS', False)}))"
+)
+
+
+def settings_with(**env: str) -> subprocess.CompletedProcess[str]:
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("DATABASE_")}
+    return subprocess.run(
+        [sys.executable, "-c", PRINT_DATABASE], cwd=ROOT, env={**environment, **env}, capture_output=True, text=True
+    )
+
+
+POSTGRES = "postgres://charming@127.0.0.1:5432/charming"
+
+
+def test_postgresql_gets_a_health_checked_pool_sized_from_the_environment():
+    loaded = settings_with(
+        DATABASE_URL=POSTGRES, DATABASE_POOL_MIN_SIZE="1", DATABASE_POOL_MAX_SIZE="7", DATABASE_POOL_TIMEOUT="2.5"
+    )
+
+    assert loaded.returncode == 0, loaded.stderr
+    assert json.loads(loaded.stdout) == {"pool": {"min_size": 1, "max_size": 7, "timeout": 2.5}, "health": True}
+
+
+def test_the_pool_can_be_turned_off_and_sqlite_has_none():
+    for env in ({"DATABASE_URL": POSTGRES, "DATABASE_POOL": "false"}, {"DATABASE_URL": "sqlite:///var/x.sqlite3"}):
+        loaded = settings_with(**env)
+
+        assert loaded.returncode == 0, loaded.stderr
+        assert json.loads(loaded.stdout)["pool"] is None
+
+
+def test_persistent_connections_with_the_pool_stop_the_start_with_what_to_change():
+    loaded = settings_with(DATABASE_URL=POSTGRES, DATABASE_CONN_MAX_AGE="60")
+
+    assert loaded.returncode != 0
+    assert (
+        "DATABASE_CONN_MAX_AGE must be 0 while the connection pool is on (the pool keeps connections open): "
+        "unset DATABASE_CONN_MAX_AGE, or set DATABASE_POOL=false"
+    ) in loaded.stderr
