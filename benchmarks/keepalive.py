@@ -87,9 +87,7 @@ def _new_connections(port: int, path: str, requests: int) -> list[float]:
 def _summary(timings: list[float]) -> str:
     ordered = sorted(timings)
     p90 = ordered[int(len(ordered) * 0.9) - 1]
-    return (
-        f"min {ordered[0]:6.2f}  median {statistics.median(ordered):6.2f}  p90 {p90:6.2f}  max {ordered[-1]:6.2f} ms"
-    )
+    return f"min {ordered[0]:6.2f}  median {statistics.median(ordered):6.2f}  p90 {p90:6.2f}  max {ordered[-1]:6.2f} ms"
 
 
 def main() -> int:

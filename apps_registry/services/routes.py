@@ -174,7 +174,8 @@ def _route_for_call_sql(*, hold_storage: bool, advisories: bool) -> str:
             advisory, feedback, response = (quote(m._meta.db_table) for m in (Advisory, Feedback, FeedbackResponse))
             open_ones = f"FROM {advisory} v WHERE v.app_id = a.id AND NOT v.resolved"
             notes = (
-                f", (SELECT COUNT(*) {open_ones}) AS advisories_open, (SELECT MAX(v.id) {open_ones}) AS advisories_newest"
+                f", (SELECT COUNT(*) {open_ones}) AS advisories_open"
+                f", (SELECT MAX(v.id) {open_ones}) AS advisories_newest"
                 f", (SELECT MAX(v.updated_at) {open_ones}) AS advisories_changed"
                 f", EXISTS (SELECT 1 FROM {response} fr JOIN {feedback} f ON f.id = fr.feedback_id "
                 "WHERE f.app_id = a.id AND f.author_id = m.user_id AND fr.read_at IS NULL) AS answers_unread"

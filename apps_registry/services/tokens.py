@@ -110,9 +110,9 @@ def token_last_used_note(*, token: ApiToken) -> None:
     stale_before = now - LAST_USED_RESOLUTION
     if token.last_used_at is not None and token.last_used_at >= stale_before:
         return
-    ApiToken.objects.filter(
-        Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale_before), pk=token.pk
-    ).update(last_used_at=now)
+    ApiToken.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale_before), pk=token.pk).update(
+        last_used_at=now
+    )
     token.last_used_at = now
 
 

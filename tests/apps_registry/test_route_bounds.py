@@ -370,7 +370,8 @@ def test_a_slow_worker_start_does_not_count_against_the_calls_cel_deadline(user,
     _idle_workers_dropped()
     # A child that takes 0.5 s before its usual start (the interpreter and the CEL extension loading on a busy
     # machine): longer than the whole deadline.
-    slow = "import runpy, time; time.sleep(0.5); runpy.run_module('apps_registry.routes.celworker', run_name='__main__')"
+    worker = "apps_registry.routes.celworker"
+    slow = f"import runpy, time; time.sleep(0.5); runpy.run_module({worker!r}, run_name='__main__')"
     monkeypatch.setattr(celworker._Child, "command", (sys.executable, "-c", slow))
     assert run(user, app) == [2, 4]
 
