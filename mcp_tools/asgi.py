@@ -15,6 +15,7 @@ from mcp.server.transport_security import TransportSecurityMiddleware
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from apps_registry.routes import celworker
 from mcp_tools.auth import BearerAuth
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class CharmingASGI:
         message = await receive()
         try:
             async with self.session_manager.run():
+                celworker.prestart()  # so the first call using a comprehension does not wait for one to start
                 await send({"type": "lifespan.startup.complete"})
                 message = await receive()  # blocks until lifespan.shutdown
         except BaseException as exc:

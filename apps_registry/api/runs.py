@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from apps_registry.access import Need
 from apps_registry.api.serializers import StrictInputSerializer, input_validated
-from apps_registry.services.advisories import AdvisoryNote, advisories_after_commit
+from apps_registry.services.advisories import AdvisoryNote
 from apps_registry.services.idempotency import idempotency_key_check
 from apps_registry.services.routes import route_run
 
@@ -85,9 +85,9 @@ class RouteRunView(APIView):
             params=data.get("params"),
             kind=data["kind"],
             idempotency_key=key,
+            advisories=True,
         )
-        notes = advisories_after_commit(actor=request.user, app=result.app)
-        response = Response(with_advisories({"ok": True, "value": result.value}, notes))
+        response = Response(with_advisories({"ok": True, "value": result.value}, list(result.advisories)))
         if result.replayed:
             response["Idempotent-Replayed"] = "true"
         return response

@@ -14,7 +14,6 @@ n**3: the estimate follows that.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -150,16 +149,16 @@ class CallBudget:
         return bool(expr.comprehensions) or expr.regex or estimate > ISOLATE_ABOVE
 
     def evaluate_isolated(self, expr: Expr, inputs: dict[str, Any]) -> Any:
-        """Evaluate `expr` in a worker process, within what is left of the call's CEL time."""
+        """Evaluate `expr` in a worker process, within what is left of the call's CEL time (the evaluations'
+        own time: waiting for a worker process to start is not the call's, see routes/celworker.py)."""
         cap = self.limits.cel_ms
         left = cap / 1000 - self.isolated_seconds
-        started = time.monotonic()
         try:
             if left <= 0:
                 raise celworker.Deadline()
             # Room for any value the call may hold (value_chars) in the pickled answer, and no more.
             max_reply = 8 * self.limits.value_chars + (1 << 20)
-            return celworker.evaluate(expr.source, inputs, left, max_reply=max_reply)
+            evaluated = celworker.evaluate_timed(expr.source, inputs, left, max_reply=max_reply)
         except celworker.Deadline:
             raise OperationFailed(
                 f"Route '{self.route}' {expr.where}: CEL evaluation took longer than this call's {cap} ms "
@@ -175,5 +174,5 @@ class CallBudget:
                 "persists, ask staff to look at the server log.",
                 details={"route": self.route, "step": expr.where},
             ) from None
-        finally:
-            self.isolated_seconds += time.monotonic() - started
+        self.isolated_seconds += evaluated.seconds
+        return evaluated.value

@@ -12,6 +12,12 @@ connection, no inherited environment), kept in a small per-process pool and reus
 killed and replaced. Messages are length-prefixed pickles over the child's stdin/stdout; both ends
 are this module.
 
+A child takes ~0.1-0.3 s to start (an interpreter, then the CEL extension). That is not the call's
+time: the server starts one child when it starts (`prestart`, from the ASGI lifespan), a child says
+when it is ready, and a call's deadline runs from then, never from the child's start. The child loads
+the extension (`cel.cel`) without the `cel` package's `__init__`, which imports its command-line tool
+(~0.1-0.25 s of imports the worker never uses).
+
 The child is a resource boundary (time, memory, the interpreter lock), not a security boundary: it
 runs as the same user, and the server unpickles its answers. That is sound while the evaluator
 itself is memory-safe (CEL has no I/O and the child runs no author code but CEL).
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import pickle
 import select
@@ -29,14 +36,20 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 _HEADER = struct.Struct("!Q")
 _ROOT = Path(__file__).resolve().parents[2]
 POOL_SIZE = 4  # idle children kept per server process
 MAX_RUNNING = max(2, os.cpu_count() or 2)  # children evaluating at once per server process
 QUEUE_SECONDS = 10.0  # how long a call waits for a free slot before failing
+START_SECONDS = 10.0  # how long a child may take to start (its own bound: not counted against the call's)
+PRESTART = 1  # children started with the server, before any call needs one
+_READY = b"R"  # a child's first byte: started and ready for a request
 MEMORY_LIMIT = 2 * 1024**3  # address space of a child, bytes
 DEFAULT_MAX_REPLY = 16 * 1024**2  # bytes of an answer the server is willing to read
 # The exception classes the evaluator raises, re-raised as themselves in the server.
@@ -55,17 +68,32 @@ class WorkerFailed(Exception):
 
 
 class _Child:
+    command = (sys.executable, "-m", "apps_registry.routes.celworker")
+
     def __init__(self) -> None:
         # No inherited environment (no secrets, no database URL): `-m` finds this module from `cwd`.
         env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "apps_registry.routes.celworker"],
+            list(self.command),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
             cwd=str(_ROOT),
         )
+        self.ready = False
+
+    def ready_wait(self) -> None:
+        """Wait (up to START_SECONDS) for the child to say it started; WorkerFailed if it does not."""
+        if self.ready:
+            return
+        try:
+            signal = self._read(len(_READY), time.monotonic() + START_SECONDS)
+        except Deadline:
+            raise WorkerFailed(f"the CEL worker process did not start within {START_SECONDS:.0f} s") from None
+        if signal != _READY:
+            raise WorkerFailed("the CEL worker process started with an unexpected answer")
+        self.ready = True
 
     def call(self, source: str, context: dict[str, Any], timeout: float, max_reply: int) -> tuple[Any, ...]:
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -115,11 +143,25 @@ _lock = threading.Lock()
 _running = threading.BoundedSemaphore(MAX_RUNNING)
 
 
+@dataclass(frozen=True)
+class Evaluated:
+    value: Any
+    seconds: float  # the evaluation's own time: from a ready child taking the request to its answer
+
+
 def evaluate(source: str, context: dict[str, Any], timeout: float, max_reply: int = DEFAULT_MAX_REPLY) -> Any:
     """The value of CEL `source` with `context`, computed in a child process. Raises the evaluator's
     own exception (KeyError, TypeError, ...) on a CEL error, Deadline after `timeout` seconds (the
     child is killed), WorkerFailed if no child could answer (or all were busy for QUEUE_SECONDS, or
     the answer was over `max_reply` bytes)."""
+    return evaluate_timed(source, context, timeout, max_reply).value
+
+
+def evaluate_timed(
+    source: str, context: dict[str, Any], timeout: float, max_reply: int = DEFAULT_MAX_REPLY
+) -> Evaluated:
+    """`evaluate`, with the time the evaluation took. `timeout` counts from when a child is ready: waiting
+    for a free slot (QUEUE_SECONDS) and for a child to start (START_SECONDS) have their own bounds."""
     if not _running.acquire(timeout=QUEUE_SECONDS):
         raise WorkerFailed(f"all {MAX_RUNNING} CEL worker processes stayed busy for {QUEUE_SECONDS:.0f} s")
     try:
@@ -128,7 +170,7 @@ def evaluate(source: str, context: dict[str, Any], timeout: float, max_reply: in
         _running.release()
 
 
-def _evaluate(source: str, context: dict[str, Any], timeout: float, max_reply: int) -> Any:
+def _evaluate(source: str, context: dict[str, Any], timeout: float, max_reply: int) -> Evaluated:
     with _lock:
         child = _idle.pop() if _idle else None
     reused = child is not None and child.process.poll() is None
@@ -137,16 +179,24 @@ def _evaluate(source: str, context: dict[str, Any], timeout: float, max_reply: i
     if not reused:
         child = _start()
     assert child is not None
-    end = time.monotonic() + timeout
+    spent = 0.0
     try:
-        reply = child.call(source, context, timeout, max_reply)
+        child.ready_wait()
+        started = time.monotonic()
+        try:
+            reply = child.call(source, context, timeout, max_reply)
+        finally:
+            spent = time.monotonic() - started
     except WorkerFailed:
         child.kill()
         if not reused:
             raise
         child = _start()  # an idle child that died since its last use: once more with a fresh one
         try:
-            reply = child.call(source, context, max(0.0, end - time.monotonic()), max_reply)
+            child.ready_wait()
+            started = time.monotonic()
+            reply = child.call(source, context, max(0.0, timeout - spent), max_reply)
+            spent += time.monotonic() - started
         except BaseException:
             child.kill()
             raise
@@ -160,7 +210,7 @@ def _evaluate(source: str, context: dict[str, Any], timeout: float, max_reply: i
     if child is not None:
         child.kill()
     if reply[0] == "ok":
-        return reply[1]
+        return Evaluated(value=reply[1], seconds=spent)
     error = _ERRORS.get(reply[1], RuntimeError)
     raise error(reply[2])
 
@@ -170,6 +220,22 @@ def _start() -> _Child:
         return _Child()
     except OSError as exc:
         raise WorkerFailed(f"could not start a CEL worker process ({exc})") from None
+
+
+def prestart(count: int = PRESTART) -> int:
+    """Start up to `count` idle children now, so no call waits for one to start; returns how many were
+    started. They start in the background (the first call to take one waits for it only if it is not ready
+    yet). Called once when the server starts, not at import, so management commands and tests start none."""
+    started = 0
+    with _lock:
+        while len(_idle) < min(count, POOL_SIZE):
+            try:
+                _idle.append(_start())
+            except WorkerFailed as exc:  # the first call will try again, and say so if it fails too
+                logger.warning("CEL worker prestart failed: %s", exc)
+                break
+            started += 1
+    return started
 
 
 def _shutdown() -> None:
@@ -184,16 +250,19 @@ atexit.register(_shutdown)
 
 
 def _serve() -> None:
-    """The child's loop: read (source, context), answer ("ok", value) or ("error", type, message)."""
+    """The child's loop: say it is ready, then read (source, context), answer ("ok", value) or
+    ("error", type, message)."""
     import resource
 
-    import cel
+    cel = _cel_extension()
 
     # A runaway expression fails (the child dies, the call gets operation_failed) instead of
     # taking the machine's memory.
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     _, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    stdout.write(_READY)
+    stdout.flush()
     programs: dict[str, Any] = {}
     while True:
         header = stdin.read(_HEADER.size)
@@ -220,6 +289,24 @@ def _serve() -> None:
             body = pickle.dumps(("error", type(exc).__name__, message), protocol=pickle.HIGHEST_PROTOCOL)
         stdout.write(_HEADER.pack(len(body)) + body)
         stdout.flush()
+
+
+def _cel_extension() -> Any:
+    """The CEL extension module (`cel.cel`, what `cel.compile` is), loaded without running the package's
+    `__init__`, which imports its command-line tool (typer, rich, prompt_toolkit). Only in the child: a
+    process that imports `cel` the usual way after this would find a package without its names."""
+    import importlib
+    import importlib.util
+    import types
+
+    spec = importlib.util.find_spec("cel")
+    if spec is None or spec.submodule_search_locations is None:  # not the package this was written for
+        return importlib.import_module("cel")
+    package = types.ModuleType("cel")
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__spec__ = spec
+    sys.modules["cel"] = package
+    return importlib.import_module("cel.cel")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,12 @@
 A result carries the app's open advisories and one `feedback-response` note per unread staff answer
 to the caller's feedback on that app; delivering an answer marks it read, so it is delivered once.
 Each transport shapes the notes for its own callers (mcp_tools.results for the tool contracts).
+
+A route call reads what it needs to know about them in its own lookup query (`AdvisoryState`, see
+services.routes), so a result costs no second transaction: the open advisories come from a per-process
+snapshot of each app's, kept while the state the call read still matches it (the open advisories' count,
+newest id and latest change, read by every call: exact in every process), and answers are read only when
+the lookup found one unread.
 """
 
 from __future__ import annotations
@@ -10,10 +16,12 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from apps_registry.access import app_for
 from apps_registry.exceptions import NotFound
@@ -70,6 +78,84 @@ def _feedback_response_note(response: FeedbackResponse, app: App) -> AdvisoryNot
     )
 
 
+@dataclass(frozen=True)
+class AdvisoryState:
+    """What a call's lookup read about the app's advisories for its caller (services.routes)."""
+
+    open_count: int  # the open advisories: how many, the newest id, the latest change
+    newest_id: int | None
+    changed_at: datetime | None
+    answers_unread: bool  # a staff answer to the caller's feedback on this app waits to be delivered
+
+    @staticmethod
+    def read(*, open_count: Any, newest_id: Any, changed_at: Any, answers_unread: Any) -> AdvisoryState:
+        """From the lookup's raw columns (SQLite answers a timestamp as text and a boolean as 0 or 1)."""
+        moment = parse_datetime(changed_at) if isinstance(changed_at, str) else changed_at
+        if moment is not None and timezone.is_naive(moment):
+            moment = timezone.make_aware(moment, UTC)
+        return AdvisoryState(
+            open_count=int(open_count or 0),
+            newest_id=None if newest_id is None else int(newest_id),
+            changed_at=moment,
+            answers_unread=bool(answers_unread),
+        )
+
+    @property
+    def fingerprint(self) -> tuple[int, int | None, datetime | None]:
+        return (self.open_count, self.newest_id, self.changed_at)
+
+
+# app id -> (fingerprint, notes): the open advisories as last read in this process. Bounded; a stale entry is
+# never used (every call compares the fingerprint it read), only replaced.
+_SNAPSHOTS: dict[uuid.UUID, tuple[tuple[int, int | None, datetime | None], tuple[AdvisoryNote, ...]]] = {}
+SNAPSHOT_APPS = 2048
+
+
+def advisories_for_call(*, actor: Any, app: App, state: AdvisoryState) -> list[AdvisoryNote]:
+    """The advisories a route call's result carries, given the `state` its lookup read, in the caller's own
+    transaction (a mutation's: answers are marked read exactly when it commits). Nothing is queried while the
+    app's snapshot matches and no answer waits. A failure to read them is logged and answered with none (in a
+    savepoint, so the call's own work still commits): reporting a committed write as failed would invite a
+    second write."""
+    notes = list(_open_notes(app, state))
+    if not state.answers_unread:
+        return notes
+    try:
+        with transaction.atomic():
+            notes.extend(_answers_deliver(actor=actor, app=app))
+    except Exception:
+        logger.exception("Feedback answers for app %s could not be delivered; the result goes without them", app)
+    return notes
+
+
+def _open_notes(app: App, state: AdvisoryState) -> tuple[AdvisoryNote, ...]:
+    if state.open_count == 0:
+        return ()
+    cached = _SNAPSHOTS.get(app.pk)
+    if cached is not None and cached[0] == state.fingerprint:
+        return cached[1]
+    try:
+        with transaction.atomic():
+            advisories = list(advisories_open_for(app))
+    except Exception:
+        logger.exception("Advisories for app %s could not be read; the result goes without them", app)
+        return ()
+    notes = tuple(_stored_note(advisory) for advisory in advisories)
+    read = AdvisoryState(
+        open_count=len(advisories),
+        newest_id=max((advisory.pk for advisory in advisories), default=None),
+        changed_at=max((advisory.updated_at for advisory in advisories), default=None),
+        answers_unread=state.answers_unread,
+    )
+    # Kept only when the rows are those the lookup saw: a change committed in between is read now, and
+    # the next call's lookup (which sees it too) finds no snapshot to match and reads again.
+    if read.fingerprint == state.fingerprint:
+        if len(_SNAPSHOTS) >= SNAPSHOT_APPS:
+            _SNAPSHOTS.pop(next(iter(_SNAPSHOTS)), None)
+        _SNAPSHOTS[app.pk] = (state.fingerprint, notes)
+    return notes
+
+
 def advisories_after_commit(
     *, actor: Any, app: App | None = None, app_id: uuid.UUID | str | None = None
 ) -> list[AdvisoryNote]:
@@ -98,6 +184,11 @@ def advisories_deliver(
         except NotFound:
             return []
     notes = [_stored_note(advisory) for advisory in advisories_open_for(app)]
+    notes.extend(_answers_deliver(actor=actor, app=app))
+    return notes
+
+
+def _answers_deliver(*, actor: Any, app: App) -> list[AdvisoryNote]:
     # Locked so two concurrent calls cannot both deliver (or both miss) the same answer.
     unread = list(
         FeedbackResponse.objects.select_for_update(of=("self",))
@@ -109,5 +200,4 @@ def advisories_deliver(
         FeedbackResponse.objects.filter(pk__in=[r.pk for r in unread], read_at__isnull=True).update(
             read_at=timezone.now()
         )
-        notes.extend(_feedback_response_note(response, app) for response in unread)
-    return notes
+    return [_feedback_response_note(response, app) for response in unread]

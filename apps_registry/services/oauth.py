@@ -38,11 +38,13 @@ class OAuthAccess:
 def oauth_token_authenticate(*, plaintext: str, resource: str) -> OAuthAccess:
     """Resolve an OAuth access token presented to `resource`, or say exactly why it is refused."""
     checksum = hashlib.sha256(plaintext.encode()).hexdigest()
-    token = AccessToken.objects.select_related("user", "application").filter(token_checksum=checksum).first()
-    if token is None:
+    try:
+        # One query on the unique checksum index; get(), not first(), which would add ORDER BY id.
+        token = AccessToken.objects.select_related("user", "application").get(token_checksum=checksum)
+    except AccessToken.DoesNotExist:
         raise AuthenticationFailed(
             "Unknown token: no such access token exists (it may have been revoked). Connect again to get a new one."
-        )
+        ) from None
     if token.user is None or oauth2_settings.DCR_REGISTRATION_SCOPE in scopes_parse(token.scope):
         raise AuthenticationFailed(
             "Not a user's access token: it acts for no user (e.g. a client registration token), so it grants no access."

@@ -1,4 +1,5 @@
-"""Running an app's routes for a caller: access, route lookup, then the engine."""
+"""Running an app's routes for a caller: access, route lookup, then the engine (and, for a transport's result,
+the advisories it carries, from the same lookup and transaction)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from apps_registry.exceptions import (
     RouteRemoved,
     unstorable_text_refuse,
 )
-from apps_registry.models import App, Membership, Route, Storage
+from apps_registry.models import Advisory, App, Feedback, FeedbackResponse, Membership, Route, Storage
 from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import run_route
 from apps_registry.routes.storage import SqlStore
+from apps_registry.services.advisories import AdvisoryNote, AdvisoryState, advisories_for_call
 from apps_registry.services.idempotency import (
     IdempotencyKey,
     KeyTaken,
@@ -43,6 +45,7 @@ class RouteResult:
     value: Any  # the validated return value of the route (JSON-compatible)
     app: App  # the app the route ran in (for advisories)
     replayed: bool = False  # the remembered result of an earlier call with the same idempotency key
+    advisories: tuple[AdvisoryNote, ...] = ()  # what the result carries (route_run with advisories=True)
 
 
 def route_run(
@@ -53,24 +56,29 @@ def route_run(
     params: dict[str, Any] | None,
     kind: Literal["query", "mutation"],
     idempotency_key: IdempotencyKey | None = None,
+    advisories: bool = False,
 ) -> RouteResult:
     """Run route `op` of app `app_id` as `actor`. Raises only apps_registry.exceptions errors.
 
     A mutation with an `idempotency_key` already committed (same caller, app, route, params) within the window
     returns that first call's result (`replayed`) instead of running again; queries ignore the key.
+    With `advisories`, the result also carries the advisories a transport shows with it (services.advisories),
+    read by the route's own lookup and in a mutation's own transaction: no second transaction per call.
     """
     unstorable_text_refuse(op, path="$.op", what="The route name (op)")
     unstorable_text_refuse(params, path="$.params", what="The params")
     # Before the mutation's transaction, so the budget's row is not held while the route runs.
     app_budget_take(actor=actor, app_id=app_id)
     if kind == "query":
-        return _route_run(actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=None)
+        return _route_run(actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=None, notes=advisories)
     for _attempt in range(2):
         try:
             # A mutation holds its app's storage row (FOR KEY SHARE, from the lookup on) until it commits; the
             # engine's own transaction becomes a savepoint of this one. See _route_for_call_sql.
             with transaction.atomic():
-                return _route_run(actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=idempotency_key)
+                return _route_run(
+                    actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=idempotency_key, notes=advisories
+                )
         except KeyTaken:
             # A concurrent call with the same key committed first; this one's writes were rolled back. Run again:
             # this time the lookup finds the first call's result and returns it.
@@ -87,9 +95,10 @@ def _route_run(
     params: dict[str, Any] | None,
     kind: Literal["query", "mutation"],
     key: IdempotencyKey | None,
+    notes: bool = False,
 ) -> RouteResult:
     # The hot path: the caller's role, the app, its storage and the route's version in one query.
-    found = _route_for_call(actor=actor, app_id=app_id, op=op, hold_storage=kind == "mutation")
+    found = _route_for_call(actor=actor, app_id=app_id, op=op, hold_storage=kind == "mutation", advisories=notes)
     if found is None:
         # NotFound for missing and invisible apps, AccessDenied for a role without the need.
         app, role = app_for(actor=actor, app_id=app_id, need=NEED_FOR_KIND[kind])
@@ -104,7 +113,7 @@ def _route_run(
     if key is not None:
         remembered = idempotent_result_find(actor=actor, app=app, op=op, key=key, params=params)
         if remembered is not None:
-            return RouteResult(value=remembered.value, app=app, replayed=True)
+            return RouteResult(value=remembered.value, app=app, replayed=True, advisories=_notes(actor, found))
     route_id = found.route_id
     limits = current_limits()
     compiled = cached_route(route_id=route_id, version=found.version, limits=limits)
@@ -121,7 +130,13 @@ def _route_run(
     )
     if key is not None:  # in the mutation's transaction: remembered exactly when the mutation commits
         idempotent_result_remember(actor=actor, app=app, op=op, key=key, params=params, value=value)
-    return RouteResult(value=value, app=app)
+    return RouteResult(value=value, app=app, advisories=_notes(actor, found))
+
+
+def _notes(actor: Any, found: _RouteForCall) -> tuple[AdvisoryNote, ...]:
+    if found.advisories is None:  # not asked for
+        return ()
+    return tuple(advisories_for_call(actor=actor, app=found.app, state=found.advisories))
 
 
 @dataclass(frozen=True)
@@ -132,12 +147,13 @@ class _RouteForCall:
     kind: str
     role: str
     storage_id: uuid.UUID
+    advisories: AdvisoryState | None  # when asked for
 
 
-_ROUTE_FOR_CALL_SQL: dict[bool, str] = {}
+_ROUTE_FOR_CALL_SQL: dict[tuple[bool, bool], str] = {}
 
 
-def _route_for_call_sql(*, hold_storage: bool) -> str:
+def _route_for_call_sql(*, hold_storage: bool, advisories: bool) -> str:
     # Hand-written once: building this join with the ORM cost ~5x a call's CEL and validation together.
     # It joins the caller's membership (as apps_registry.access.apps_visible_to does) and reads the role;
     # whether that role may run the route is still decided by access.role_check.
@@ -148,24 +164,39 @@ def _route_for_call_sql(*, hold_storage: bool) -> str:
     # records: each waited for the other, a deadlock. Locking it here puts everyone in one order, storage then
     # records. KEY SHARE does not conflict with itself, so mutations of one app still run side by side; a delete
     # (FOR UPDATE) waits for them, or they for it, and then find the app gone (the row no longer joins).
-    if hold_storage not in _ROUTE_FOR_CALL_SQL:
+    #
+    # advisories (a transport's result): what services.advisories.AdvisoryState needs, in the same query: the
+    # open advisories' count, newest id and latest change (an index range on the app's advisories), and
+    # whether a staff answer to the caller's feedback on the app is unread.
+    if (hold_storage, advisories) not in _ROUTE_FOR_CALL_SQL:
         quote = connection.ops.quote_name
         route, app, membership, storage = (quote(model._meta.db_table) for model in (Route, App, Membership, Storage))
         lock = " FOR KEY SHARE OF s" if hold_storage and connection.vendor == "postgresql" else ""
-        _ROUTE_FOR_CALL_SQL[hold_storage] = (
+        notes = ""
+        if advisories:
+            advisory, feedback, response = (quote(m._meta.db_table) for m in (Advisory, Feedback, FeedbackResponse))
+            open_ones = f"FROM {advisory} v WHERE v.app_id = a.id AND NOT v.resolved"
+            notes = (
+                f", (SELECT COUNT(*) {open_ones}) AS advisories_open"
+                f", (SELECT MAX(v.id) {open_ones}) AS advisories_newest"
+                f", (SELECT MAX(v.updated_at) {open_ones}) AS advisories_changed"
+                f", EXISTS (SELECT 1 FROM {response} fr JOIN {feedback} f ON f.id = fr.feedback_id "
+                "WHERE f.app_id = a.id AND f.author_id = m.user_id AND fr.read_at IS NULL) AS answers_unread"
+            )
+        _ROUTE_FOR_CALL_SQL[(hold_storage, advisories)] = (
             "SELECT a.*, r.id AS route_pk, r.version AS route_version, r.updated_at AS route_updated_at, "
-            "r.kind AS route_kind, m.role AS caller_role, s.id AS storage_pk "
+            f"r.kind AS route_kind, m.role AS caller_role, s.id AS storage_pk{notes} "
             f"FROM {route} r JOIN {app} a ON a.id = r.app_id "
             f"JOIN {membership} m ON m.app_id = a.id AND m.user_id = %s "
             # An inner join when locking: PostgreSQL locks no row on the nullable side of an outer join.
             f"{'JOIN' if hold_storage else 'LEFT JOIN'} {storage} s ON s.app_id = a.id "
             f"WHERE r.app_id = %s AND r.name = %s LIMIT 1{lock}"
         )
-    return _ROUTE_FOR_CALL_SQL[hold_storage]
+    return _ROUTE_FOR_CALL_SQL[(hold_storage, advisories)]
 
 
 def _route_for_call(
-    *, actor: Any, app_id: uuid.UUID | str, op: str, hold_storage: bool = False
+    *, actor: Any, app_id: uuid.UUID | str, op: str, hold_storage: bool = False, advisories: bool = False
 ) -> _RouteForCall | None:
     """The app (a model instance), the route's id, version and kind, the caller's role and the storage,
     in one query; None when the app is invisible or missing, or has no such route."""
@@ -173,8 +204,16 @@ def _route_for_call(
     if app_uuid is None:
         return None
     params = [actor.pk, App._meta.pk.get_db_prep_value(app_uuid, connection), op]  # type: ignore[union-attr]
-    for app in App.objects.raw(_route_for_call_sql(hold_storage=hold_storage), params):
+    for app in App.objects.raw(_route_for_call_sql(hold_storage=hold_storage, advisories=advisories), params):
         extra: Any = app
+        state = None
+        if advisories:
+            state = AdvisoryState.read(
+                open_count=extra.advisories_open,
+                newest_id=extra.advisories_newest,
+                changed_at=extra.advisories_changed,
+                answers_unread=extra.answers_unread,
+            )
         return _RouteForCall(
             app=app,
             route_id=extra.route_pk,
@@ -182,6 +221,7 @@ def _route_for_call(
             kind=extra.route_kind,
             role=extra.caller_role,
             storage_id=_storage_uuid(extra.storage_pk, app),
+            advisories=state,
         )
     return None
 

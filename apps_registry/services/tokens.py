@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps_registry.access import ALL_SCOPES, SCOPES
@@ -74,12 +75,20 @@ def token_create(
 
 
 def token_authenticate(*, plaintext: str | None) -> ApiToken:
-    """Resolve a bearer token to its ApiToken, or say exactly why it is refused (never echoing it)."""
+    """Resolve a bearer token to its ApiToken, or say exactly why it is refused (never echoing it).
+
+    One query on the unique hash index (the token with its user; nothing cached, so a revocation holds from
+    the next request), and at most one write per token per LAST_USED_RESOLUTION (`token_last_used_note`).
+    """
     if not plaintext:
         raise AuthenticationFailed(MISSING_TOKEN_MESSAGE)
-    token = ApiToken.objects.select_related("user").filter(secret_hash=token_hash(plaintext)).first()
-    if token is None:
-        raise AuthenticationFailed("Unknown token: no such API token exists. Create one with manage.py create_token.")
+    try:
+        # get(), not first(): first() would add Meta.ordering's ORDER BY to a unique lookup.
+        token = ApiToken.objects.select_related("user").get(secret_hash=token_hash(plaintext))
+    except ApiToken.DoesNotExist:
+        raise AuthenticationFailed(
+            "Unknown token: no such API token exists. Create one with manage.py create_token."
+        ) from None
     if token.revoked:
         raise AuthenticationFailed(f"Revoked token: token {token.prefix}… was revoked; create a new one.")
     if token.expired:
@@ -89,11 +98,22 @@ def token_authenticate(*, plaintext: str | None) -> ApiToken:
         )
     if not token.user.is_active:
         raise AuthenticationFailed("Inactive user: the account this token belongs to is disabled.")
-    now = timezone.now()
-    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
+    token_last_used_note(token=token)
     return token
+
+
+def token_last_used_note(*, token: ApiToken) -> None:
+    """Record that `token` was used now, at most once per LAST_USED_RESOLUTION: nothing is written while the
+    value just read is recent, and the write is conditional, so of the requests (in any worker) that found it
+    stale at the same moment only the first writes."""
+    now = timezone.now()
+    stale_before = now - LAST_USED_RESOLUTION
+    if token.last_used_at is not None and token.last_used_at >= stale_before:
+        return
+    ApiToken.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale_before), pk=token.pk).update(
+        last_used_at=now
+    )
+    token.last_used_at = now
 
 
 @transaction.atomic

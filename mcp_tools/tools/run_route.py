@@ -27,11 +27,12 @@ def _run(
         key = None
         if kind == "mutation":
             key = idempotency_key_check(meta.get(IDEMPOTENCY_META_KEY), source=f"_meta.{IDEMPOTENCY_META_KEY}")
-        result = route_run(actor=user, app_id=app_id, op=op, params=params, kind=kind, idempotency_key=key)
+        result = route_run(
+            actor=user, app_id=app_id, op=op, params=params, kind=kind, idempotency_key=key, advisories=True
+        )
     except CharmingError as error:
         return None, error, advisories_as_contract(advisories_after_commit(actor=user, app_id=app_id)), False
-    notes = advisories_as_contract(advisories_after_commit(actor=user, app=result.app))
-    return result.value, None, notes, result.replayed
+    return result.value, None, advisories_as_contract(list(result.advisories)), result.replayed
 
 
 async def _handle(call: ToolCall, kind: Literal["query", "mutation"]) -> ToolResult:

@@ -73,3 +73,17 @@ def test_the_tokens_scopes_sit_on_the_request(user, oauth_token):
     assert authenticated_user == user
     assert request.auth_scopes == frozenset({"apps:read", "apps:write"})
     assert access.scopes == request.auth_scopes
+
+
+def test_an_oauth_token_is_looked_up_in_one_unordered_query(oauth_token):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps_registry.services.oauth import oauth_token_authenticate
+
+    token = oauth_token(resource=API_RESOURCE)
+    with CaptureQueriesContext(connection) as lookup:
+        access = oauth_token_authenticate(plaintext=token, resource=API_RESOURCE)
+    assert access.user.is_active
+    assert len(lookup.captured_queries) == 1
+    assert "ORDER BY" not in lookup.captured_queries[0]["sql"]

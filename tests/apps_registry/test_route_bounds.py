@@ -5,6 +5,8 @@ forms, values and params are size-capped, comprehensions are refused before an o
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import threading
 import time
 
@@ -343,11 +345,55 @@ def test_a_worker_that_dies_mid_call_is_retried_once_with_a_fresh_one(user, monk
 
 def test_expressions_calling_matches_run_in_a_worker_process(user, monkeypatch):
     seen = []
-    real = celworker.evaluate
-    monkeypatch.setattr(celworker, "evaluate", lambda source, *a, **k: seen.append(source) or real(source, *a, **k))
+    real = celworker.evaluate_timed
+    monkeypatch.setattr(
+        celworker, "evaluate_timed", lambda source, *a, **k: seen.append(source) or real(source, *a, **k)
+    )
     app = one_route_app(user, [{"return": "params.s.matches('^[a-z]+$')"}], input_schema={"type": "object"})
     assert run(user, app, params={"s": "abc"}) is True
     assert seen == ["params.s.matches('^[a-z]+$')"]
+
+
+def _idle_workers_dropped() -> None:
+    with celworker._lock:
+        idle = list(celworker._idle)
+        celworker._idle.clear()
+    for child in idle:
+        child.kill()
+
+
+def test_a_slow_worker_start_does_not_count_against_the_calls_cel_deadline(user, settings, monkeypatch):
+    """Issue 12 finding 11: the first comprehension on a fresh server failed with cel_ms because the worker
+    process's start-up (slow under load) was counted as the call's CEL time."""
+    settings.CHARMING_ROUTES_MAX_CEL_MS = 200
+    app = one_route_app(user, [{"return": "[1, 2].map(x, x * 2)"}])
+    _idle_workers_dropped()
+    # A child that takes 0.5 s before its usual start (the interpreter and the CEL extension loading on a busy
+    # machine): longer than the whole deadline.
+    worker = "apps_registry.routes.celworker"
+    slow = f"import runpy, time; time.sleep(0.5); runpy.run_module({worker!r}, run_name='__main__')"
+    monkeypatch.setattr(celworker._Child, "command", (sys.executable, "-c", slow))
+    assert run(user, app) == [2, 4]
+
+
+def test_prestart_leaves_a_ready_worker_for_the_first_call(user, monkeypatch):
+    app = one_route_app(user, [{"return": "[1, 2].map(x, x * 2)"}])
+    _idle_workers_dropped()
+    assert celworker.prestart() == 1
+    assert celworker.prestart() == 0  # already there: a second server start adds none
+    started = []
+    monkeypatch.setattr(celworker, "_start", lambda: started.append(1))
+    assert run(user, app) == [2, 4]
+    assert started == []
+
+
+def test_the_worker_loads_cel_without_its_command_line_tool():
+    script = (
+        "import sys; from apps_registry.routes.celworker import _cel_extension; cel = _cel_extension(); "
+        "print(cel.compile('[1].map(x, x + 1)').execute({}), 'cel.cli' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["[2]", "False"]
 
 
 def test_a_worker_answer_over_the_reply_cap_is_refused_and_the_worker_dropped():

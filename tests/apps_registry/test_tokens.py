@@ -270,3 +270,46 @@ def test_tokens_issued_before_scopes_existed_keep_all_three():
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
     assert ApiToken.objects.get(prefix="chm_old").scope_set == {"apps:read", "apps:write", "apps:delete"}
+
+
+def test_token_lookup_is_one_unordered_query_and_writes_last_use_once_a_minute(user):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps_registry.services.tokens import token_authenticate
+
+    issued = token_create(user=user)
+    with CaptureQueriesContext(connection) as first:
+        token = token_authenticate(plaintext=issued.plaintext)
+    assert token.user == user
+    selects = [q["sql"] for q in first.captured_queries if q["sql"].startswith("SELECT")]
+    updates = [q["sql"] for q in first.captured_queries if q["sql"].startswith("UPDATE")]
+    assert len(selects) == 1 and "ORDER BY" not in selects[0] and "JOIN" in selects[0]  # the user with it
+    assert len(updates) == 1 and "last_used_at" in updates[0].split("WHERE", 1)[1]  # conditional, not blind
+    with CaptureQueriesContext(connection) as again:
+        token_authenticate(plaintext=issued.plaintext)
+    assert [q["sql"].split(" ", 1)[0] for q in again.captured_queries] == ["SELECT"]  # used a moment ago
+
+
+def test_a_stale_last_use_is_written_only_if_no_other_request_wrote_it_first(user):
+    from apps_registry.services.tokens import token_last_used_note
+
+    issued = token_create(user=user)
+    stale = timezone.now() - timedelta(minutes=5)
+    ApiToken.objects.filter(pk=issued.token.pk).update(last_used_at=stale)
+    read_by_a = ApiToken.objects.get(pk=issued.token.pk)
+    read_by_b = ApiToken.objects.get(pk=issued.token.pk)
+    token_last_used_note(token=read_by_a)
+    written = ApiToken.objects.get(pk=issued.token.pk).last_used_at
+    assert written is not None and written > stale
+    token_last_used_note(token=read_by_b)  # read the stale value too, but another request has written since
+    assert ApiToken.objects.get(pk=issued.token.pk).last_used_at == written
+
+
+def test_a_revoked_token_is_refused_on_the_next_request(user):
+    issued = token_create(user=user)
+    assert get_apps(issued.plaintext).status_code == 200
+    token_revoke(token=issued.token)
+    response = get_apps(issued.plaintext)
+    assert response.status_code == 401
+    assert response.json()["error"]["message"].startswith("Revoked token")
