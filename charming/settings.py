@@ -87,6 +87,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
     )
+    # Tests use a file too, not Django's default shared-cache in-memory database: shared cache locks whole tables
+    # and ignores the busy timeout ("database table is locked"), so concurrent tests would see a database
+    # unlike the one served.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-db.sqlite3")}
 elif env.bool("DATABASE_POOL", default=True):
     # Django's psycopg pool: a request borrows an open connection for each unit of work and gives it back, so
     # no call pays for a new PostgreSQL connection (SQLite has no pool; opening its file is cheap).

@@ -40,3 +40,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sqlite_test_database_skips_fsync():
+    """The SQLite test database is a file (settings); a test run need not survive a power cut, so its commits skip
+    the fsync the served database makes. Every connection the run opens, live servers' threads included."""
+    from django.db.backends.signals import connection_created
+
+    def no_fsync(sender, connection, **kwargs):
+        if connection.vendor == "sqlite":
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA synchronous=OFF")
+
+    connection_created.connect(no_fsync, weak=False)
+    yield
+    connection_created.disconnect(no_fsync)
