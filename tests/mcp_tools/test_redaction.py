@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from apps_registry.services.definitions import app_definition_save
+from apps_registry.services.routes import OP_CHARS
+from apps_registry.values import QUOTE_CHARS
 from tests.mcp_tools.conftest import MODERN, mcp_client, run, text_of
-from tests.redaction_cases import LEAKY, SECRET_IDS, SECRET_PARAMS
+from tests.redaction_cases import LEAKY, SECRET_IDS, SECRET_PARAMS, SECRETS
 
 # Routes whose errors quote what they were given, besides LEAKY's fail() and schema mismatch.
 QUOTING = {
@@ -206,3 +208,24 @@ def test_secrets_in_unexpected_errors_are_redacted_in_every_log_line(
 async def call_modern(live, agent, tool: str, args: dict[str, Any]):
     async with mcp_client(live, agent.token, MODERN) as client:
         return await client.call_tool(tool, args)
+
+
+# A secret cut in two by a message's clip is no longer recognised by the redactor: the part before the cut showed.
+STRADDLING = [(name, text, secret) for name, text, secret in SECRETS if name != "password"]
+
+
+@pytest.mark.parametrize(("name", "text", "secret"), STRADDLING, ids=[name for name, _t, _s in STRADDLING])
+def test_a_secret_cut_by_a_clipped_quote_shows_no_part_of_it(live, alice, quoting, name, text, secret):
+    start = text.index(secret)
+    # Each clip (QUOTE_CHARS for arguments, OP_CHARS for op names) falls a few characters into the secret.
+    padded = [(" " * (limit - start - cut)) + text for limit in (QUOTE_CHARS, OP_CHARS) for cut in (2, 6)]
+    calls = [("get_app", {"app_id": value}) for value in padded]
+    calls += [("mutate_app", {"app_id": str(quoting.id), "op": value}) for value in padded]
+
+    async def go():
+        async with mcp_client(live, alice.token, MODERN) as client:
+            return [await client.call_tool(tool, args) for tool, args in calls]
+
+    for (tool, _args), result in zip(calls, run(go()), strict=True):
+        assert result.is_error is True
+        assert secret[:4] not in shown(result), (tool, shown(result))
