@@ -183,3 +183,25 @@ def test_secrets_in_an_unexpected_error_are_redacted_in_the_mcp_log_line(live, a
     assert result.structured_content["error"]["kind"] == "internal_error"
     assert "postgres://app:[REDACTED]@db.internal/x" in caplog.text
     assert "hunter2pass" not in caplog.text
+
+
+@pytest.mark.parametrize("bad", [NUL, SURROGATE], ids=["nul", "surrogate"])
+def test_unstorable_text_in_a_definition_is_invalid_input_for_every_authoring_tool(live, alice, budget, bad):
+    from apps_registry.models import App
+
+    broken = {**DEFINITION, "description": bad}
+    calls = [
+        ("create_app", {"definition": broken}),
+        ("check_app", {"definition": broken}),
+        ("update_app", {"app_id": str(budget.id), "expected_version": budget.version, "definition": broken}),
+    ]
+
+    for tool, args in calls:
+        result = raw_call_2026(live, alice, tool, args)
+
+        assert result["isError"] is True, (tool, result)
+        error = result["structuredContent"]["error"]
+        assert error["kind"] == "invalid_input", (tool, error)
+        assert "must be valid Unicode text without NUL characters" in error["message"], (tool, error)
+    assert App.objects.count() == 1
+    assert App.objects.get().version == budget.version
