@@ -228,7 +228,9 @@ def commit_answer_lost(monkeypatch):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_mutation_whose_commit_answer_was_lost_is_not_told_to_try_again(live, alice, budget, commit_answer_lost, mode):
+def test_a_mutation_whose_commit_answer_was_lost_is_not_told_to_try_again(
+    live, alice, budget, commit_answer_lost, mode
+):
     result = call_tool_error(
         live, alice, mode, "mutate_app", mutate(budget, "add_expense", {"amount": 3, "category": "t"})
     )
