@@ -1,7 +1,8 @@
 """DRF authentication: OAuth access tokens and the project's personal API tokens (`Authorization: Bearer <token>`).
 
 Both put the token's scopes on the request as `request.auth_scopes`, which the API's permission class
-(apps_registry/api/permissions.py) checks against each view's need.
+(apps_registry/api/permissions.py) checks against each view's need. A client address that has had too many tokens
+refused is answered 429 before its token is looked up (apps_registry/services/rate_limits.py).
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from apps_registry import exceptions as domain
+from apps_registry.api.throttles import RateLimitedAuthentication
 from apps_registry.models import ApiToken
 from apps_registry.services.oauth import OAuthAccess, oauth_token_authenticate
+from apps_registry.services.rate_limits import authentication_throttled
 from apps_registry.services.tokens import TOKEN_PREFIX, token_authenticate
 
 
@@ -43,9 +46,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if plaintext is None:
             raise exceptions.AuthenticationFailed("Malformed Authorization header: expected 'Bearer <token>'.")
         try:
-            token = token_authenticate(plaintext=plaintext)
+            token = authentication_throttled(
+                address=request.META.get("REMOTE_ADDR"), authenticate=lambda: token_authenticate(plaintext=plaintext)
+            )
         except domain.AuthenticationFailed as error:
             raise exceptions.AuthenticationFailed(error.message) from None
+        except domain.RateLimited as error:
+            raise RateLimitedAuthentication(error) from None
         request.auth_scopes = token.scope_set  # type: ignore[attr-defined]
         return token.user, token
 
@@ -66,9 +73,14 @@ class OAuthTokenAuthentication(authentication.BaseAuthentication):
             return None
         resource = f"{settings.CHARMING_PUBLIC_URL}{request.path}"
         try:
-            access = oauth_token_authenticate(plaintext=plaintext, resource=resource)
+            access = authentication_throttled(
+                address=request.META.get("REMOTE_ADDR"),
+                authenticate=lambda: oauth_token_authenticate(plaintext=plaintext, resource=resource),
+            )
         except domain.AuthenticationFailed as error:
             raise exceptions.AuthenticationFailed(error.message) from None
+        except domain.RateLimited as error:
+            raise RateLimitedAuthentication(error) from None
         request.auth_scopes = access.scopes  # type: ignore[attr-defined]
         return access.user, access
 

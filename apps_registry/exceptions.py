@@ -140,10 +140,16 @@ class RouteRemoved(UnknownOp):
 
 
 class RateLimited(CharmingError):
-    """Reserved for the rate limits to come: nothing raises it yet."""
+    """A rate limit (apps_registry/ratelimits.py) refused the call before it ran; `details` name the limit and carry
+    `retry_after_seconds` (the transports also send it as the Retry-After header)."""
 
     kind = "rate_limited"
     http_status = 429
+
+    def __init__(self, message: str, *, limit: str, retry_after_seconds: int, details: dict[str, Any]) -> None:
+        super().__init__(message, details=details)
+        self.limit = limit
+        self.retry_after_seconds = retry_after_seconds
 
 
 class InvalidDefinition(CharmingError):

@@ -364,6 +364,20 @@ class OAuthClientRegistration(models.Model):
         return f"{self.application_id} from {self.client_ip}"
 
 
+class RedeemedAuthorizationCode(models.Model):
+    """An authorization code already exchanged, remembered by its checksum so that a replay revokes the tokens it
+    bought (RFC 6749 section 4.1.2, OAuth 2.1 section 4.1.3). DOT deletes the grant on exchange, so without this a
+    replayed code looks like any unknown one."""
+
+    code_checksum = models.CharField(max_length=64, unique=True)
+    application = models.ForeignKey(settings.OAUTH2_PROVIDER_APPLICATION_MODEL, on_delete=models.CASCADE)
+    token_family = models.UUIDField()
+    redeemed_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"code of {self.application_id} redeemed {self.redeemed_at:%Y-%m-%d %H:%M}"
+
+
 class AuditEvent(models.Model):
     """The trail of deletions, purges and restores, written by the services.
 
@@ -472,3 +486,17 @@ class PurgeJob(models.Model):
 
     def __str__(self) -> str:
         return f"purge {self.kind} {self.target_label}: {self.status}"
+
+
+class RateBudget(models.Model):
+    """One rate-limit budget (a token's, an app's, a client address's failed authentications), kept as the
+    "theoretical arrival time" of the generic cell rate algorithm; apps_registry/services/rate_limits.py reads and
+    writes it in one atomic statement. A row whose time has passed is the same as no row, and is swept."""
+
+    key = models.CharField(max_length=200, primary_key=True)
+    # Seconds since the epoch. Not indexed: every call rewrites it (PostgreSQL can then update the row in place), and
+    # the once-a-minute sweep reads a table of one row per active token, app and address.
+    tat = models.FloatField()
+
+    def __str__(self) -> str:
+        return self.key

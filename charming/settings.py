@@ -116,6 +116,8 @@ REST_FRAMEWORK = {
         "rest_framework.permissions.IsAuthenticated",
         "apps_registry.api.permissions.TokenScopeRequired",
     ],
+    # The token's rate limit, the budget /mcp draws on too (apps_registry/ratelimits.py).
+    "DEFAULT_THROTTLE_CLASSES": ["apps_registry.api.throttles.TokenBudgetThrottle"],
     "EXCEPTION_HANDLER": "apps_registry.api.errors.exception_handler",
     # DRF's JSONParser with the body bounded by DATA_UPLOAD_MAX_MEMORY_SIZE (413 beyond it).
     "DEFAULT_PARSER_CLASSES": ["apps_registry.api.parsers.LimitedJSONParser"],
@@ -153,6 +155,15 @@ from apps_registry.routes.limits import LIMIT_SETTINGS  # noqa: E402 (kept besid
 for _limit in LIMIT_SETTINGS:
     globals()[_limit.setting] = env.int(_limit.setting, default=_limit.default)
 del _limit
+
+# --- Rate limits (apps_registry/ratelimits.py; docs/operations.md#rate-limits): per token, per app, and failed
+# authentications per client address, kept in the database so every worker shares them. Each limit is a rate per
+# minute (0 turns it off) and a burst; declared once in apps_registry/ratelimits.py and read here. ---
+from apps_registry.ratelimits import RATE_LIMIT_SETTINGS  # noqa: E402 (kept beside the block it serves)
+
+for _setting, _default in RATE_LIMIT_SETTINGS:
+    globals()[_setting] = env.int(_setting, default=_default)
+del _setting, _default
 
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from

@@ -26,10 +26,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apps_registry.access import ALL_SCOPES, CHALLENGE_SCOPES, scope_refusal_message
 from apps_registry.authentication import bearer_token_from_header, is_personal_token
-from apps_registry.exceptions import AuthenticationFailed
+from apps_registry.exceptions import AuthenticationFailed, RateLimited
 from apps_registry.services.oauth import oauth_token_authenticate
 from apps_registry.services.tokens import token_authenticate
 from mcp_tools.registry import tool_named
+from mcp_tools.throttle import authenticate_within_limits, send_rate_limited
 
 logger = logging.getLogger(__name__)
 
@@ -210,9 +211,14 @@ class BearerAuth:
         async with ThreadSensitiveContext():
             try:
                 try:
-                    caller = await sync_to_async(_authenticate, thread_sensitive=True)(header)
+                    caller = await sync_to_async(authenticate_within_limits, thread_sensitive=True)(
+                        _authenticate, header, scope
+                    )
                 except AuthenticationFailed as error:
                     await send_unauthorized(send, error.message, token_given=bool(header))
+                    return
+                except RateLimited as error:
+                    await send_rate_limited(send, error)
                     return
                 await run_as(caller, self.app, scope, receive, send)
             finally:

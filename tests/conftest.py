@@ -5,6 +5,18 @@ from django.db import connection
 
 from tests.factories import StaffFactory, UserFactory
 
+# Rate limits high enough that no test is throttled by another's calls (the live server and the property tests make
+# many); tests of the limits set small ones (tests/apps_registry/test_rate_limits.py).
+UNTHROTTLED = 1_000_000
+
+
+@pytest.fixture(autouse=True)
+def _rate_limits_out_of_the_way(settings):
+    from apps_registry.ratelimits import RATE_LIMIT_SETTINGS
+
+    for setting, _default in RATE_LIMIT_SETTINGS:
+        setattr(settings, setting, UNTHROTTLED)
+
 
 @pytest.fixture
 def user(db):

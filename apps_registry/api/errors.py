@@ -10,7 +10,15 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from apps_registry.exceptions import AppNotFound, CharmingError, InsufficientScope, InternalError, RouteKindMismatch
+from apps_registry.api.throttles import RateLimitedAuthentication
+from apps_registry.exceptions import (
+    AppNotFound,
+    CharmingError,
+    InsufficientScope,
+    InternalError,
+    RateLimited,
+    RouteKindMismatch,
+)
 from apps_registry.redaction import RedactingFilter, redact_error
 from apps_registry.services.tokens import MISSING_TOKEN_MESSAGE
 
@@ -31,11 +39,15 @@ def error_message(exc: CharmingError) -> str:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, RateLimitedAuthentication):
+        exc = exc.error
     if isinstance(exc, CharmingError):
         envelope_error = redact_error(exc.as_envelope_error(error_message(exc)))
         refused = Response({"ok": False, "error": envelope_error}, status=exc.http_status)
         if isinstance(exc, InsufficientScope):  # RFC 6750 §3.1, as /mcp answers it
             refused["WWW-Authenticate"] = f'Bearer realm="charming", error="insufficient_scope", scope="{exc.scope}"'
+        if isinstance(exc, RateLimited):
+            refused["Retry-After"] = str(exc.retry_after_seconds)
         return refused
     response = drf_exception_handler(exc, context)
     if response is not None:

@@ -13,6 +13,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
+from oauth2_provider.oauth2_backends import _add_iss_to_redirect
+from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import (
     AuthorizationView,
     DynamicClientRegistrationManagementView,
@@ -98,6 +100,14 @@ class CharmingAuthorizationView(AuthorizationView):
             error = {"error": "invalid_target", "description": problem}
             return self.render_to_response({"error": error}, status=400)
         return super().form_valid(form)
+
+    def redirect(self, redirect_to: str, application: Any) -> HttpResponseBase:
+        # RFC 9207: every authorization response names the issuer, errors included. DOT adds `iss` only to the
+        # responses oauthlib builds (approval); its error redirects (denied, bad scope, missing PKCE) are built
+        # by the view and all leave through here. DOT's helper replaces an `iss` already present, so the
+        # approval's stays single.
+        issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
+        return super().redirect(_add_iss_to_redirect(redirect_to, issuer), application)
 
 
 def _allow_consent_redirect(response: HttpResponseBase) -> None:

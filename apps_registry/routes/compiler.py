@@ -87,7 +87,7 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
     """Check a whole app definition; return its parts and every problem found (with paths)."""
     problems: list[Problem] = []
     if not isinstance(definition, dict):
-        return None, [Problem("$", f"an app definition must be a JSON object, got {type(definition).__name__}")]
+        return None, [Problem("$", f"an app definition must be a JSON object, got {json_type(definition)}")]
     unknown = sorted(set(definition) - {"name", "description", "collections", "routes", "format", "tests"})
     if unknown:
         problems.append(
@@ -157,7 +157,7 @@ def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *,
     if not NAME.match(name):
         problems.append(Problem(prefix, bad_name("a route name")))
     if not isinstance(raw, dict):
-        problems.append(Problem(prefix, f"a route must be an object, got {type(raw).__name__}"))
+        problems.append(Problem(prefix, f"a route must be an object, got {json_type(raw)}"))
         return None
     unknown = sorted(set(raw) - set(ROUTE_KEYS))
     if unknown:

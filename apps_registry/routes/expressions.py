@@ -14,7 +14,7 @@ import cel
 
 from apps_registry.exceptions import CharmingError, HandlerError
 from apps_registry.routes.limits import Limits
-from apps_registry.values import clip
+from apps_registry.values import clip, type_name
 
 if TYPE_CHECKING:
     from apps_registry.routes.steps import Call
@@ -149,7 +149,7 @@ def _string_start(source: str, i: int) -> int | None:
 def check_source(source: Any, limits: Limits) -> tuple[Any, list[ExpressionProblem], Scan | None]:
     """Compile `source` if it passes the authoring limits. Returns (program or None, problems, scan)."""
     if not isinstance(source, str):
-        return None, [ExpressionProblem(f"must be a CEL expression (a string), got {type(source).__name__}")], None
+        return None, [ExpressionProblem(f"must be a CEL expression (a string), got {type_name(source)}")], None
     if not source.strip():
         return None, [ExpressionProblem("must be a CEL expression, got an empty string")], None
     if len(source) > limits.expression_length:

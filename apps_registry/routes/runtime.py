@@ -21,6 +21,7 @@ from apps_registry.routes.limits import Limits, limit_details
 from apps_registry.routes.schemas import coerce_numbers
 from apps_registry.routes.steps import Call
 from apps_registry.routes.store import MeteredStore, Store
+from apps_registry.values import type_name
 
 
 def run_route(
@@ -36,8 +37,8 @@ def run_route(
     the result; returns the route's JSON value."""
     if not isinstance(params, dict):
         raise InvalidInput(
-            f"params of route '{route.name}' must be a JSON object, got {type(params).__name__}.",
-            errors=[{"path": "$", "message": f"{type(params).__name__} is not of type 'object'"}],
+            f"params of route '{route.name}' must be a JSON object, got {type_name(params)}.",
+            errors=[{"path": "$", "message": f"must be of type object, got {type_name(params)}"}],
         )
     params_size = _check_params(route, params, limits)
     params = coerce_numbers(params, route.input_numbers)

@@ -21,6 +21,8 @@ from typing import Any
 import jsonschema
 import jsonschema_rs
 
+from apps_registry.values import type_name
+
 MAX_ERRORS = 50
 # The formats documented (docs/authoring.md) as checked on every call's params and result; jsonschema-rs
 # asserts the other Draft 2020-12 formats too (ipv4, hostname, regex, duration, ...). Unknown formats pass.
@@ -118,7 +120,7 @@ def _external_references(schema: Any, path: str = "") -> list[str]:
 def schema_problems(schema: Any) -> list[str]:
     """Why `schema` is not a valid Draft 2020-12 JSON Schema (empty when it is)."""
     if not isinstance(schema, (dict, bool)):
-        return [f"must be a JSON Schema (an object), got {type(schema).__name__}"]
+        return [f"must be a JSON Schema (an object), got {type_name(schema)}"]
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:

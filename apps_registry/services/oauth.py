@@ -15,10 +15,13 @@ from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 from oauth2_provider.settings import oauth2_settings
 
 from apps_registry.exceptions import AuthenticationFailed
-from apps_registry.models import OAuthClientRegistration
+from apps_registry.models import OAuthClientRegistration, RedeemedAuthorizationCode
 from apps_registry.oauth.scopes import scopes_parse
 
 REGISTRATION_WINDOW = timedelta(hours=1)
+# How long an exchanged code is remembered. A code lives a minute (AUTHORIZATION_CODE_EXPIRE_SECONDS); a replay
+# after a day is an attacker far too late to matter, and the tokens it bought have expired or rotated by then.
+REDEEMED_CODE_MEMORY = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -96,3 +99,28 @@ def oauth_client_disconnect(*, user: Any, application_id: int) -> int:
     access_tokens.delete()
     Grant.objects.filter(user=user, application_id=application_id).delete()
     return revoked
+
+
+def _code_checksum(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def authorization_code_redeemed(*, code: str, application: Any, token_family: Any) -> None:
+    """Remember that `code` bought the refresh-token family `token_family` (called as the tokens are saved, in the
+    same transaction); forget codes older than REDEEMED_CODE_MEMORY on the way."""
+    RedeemedAuthorizationCode.objects.filter(redeemed_at__lt=timezone.now() - REDEEMED_CODE_MEMORY).delete()
+    RedeemedAuthorizationCode.objects.create(
+        code_checksum=_code_checksum(code), application=application, token_family=token_family
+    )
+
+
+def authorization_code_replay_revoke(*, code: str, application: Any) -> bool:
+    """A code presented again after its exchange: revoke every token it bought (the refresh-token family and its
+    access tokens). True when `code` was a redeemed one; the token request is refused either way."""
+    redeemed = RedeemedAuthorizationCode.objects.filter(
+        code_checksum=_code_checksum(code), application=application
+    ).first()
+    if redeemed is None:
+        return False
+    RefreshToken.revoke_family(redeemed.token_family)
+    return True

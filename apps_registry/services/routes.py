@@ -29,6 +29,7 @@ from apps_registry.services.idempotency import (
     idempotent_result_find,
     idempotent_result_remember,
 )
+from apps_registry.services.rate_limits import app_budget_take
 from apps_registry.values import clip, parse_uuid
 
 # What running a route of each kind needs (apps_registry.access decides which roles have it).
@@ -61,6 +62,8 @@ def route_run(
     """
     unstorable_text_refuse(op, path="$.op", what="The route name (op)")
     unstorable_text_refuse(params, path="$.params", what="The params")
+    # Before the mutation's transaction, so the budget's row is not held while the route runs.
+    app_budget_take(actor=actor, app_id=app_id)
     if kind == "query":
         return _route_run(actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=None)
     for _attempt in range(2):

@@ -59,7 +59,7 @@ ROWS = [
     pytest.param(
         [],
         {},
-        [{"path": "$", "message": "an app definition must be a JSON object, got list"}],
+        [{"path": "$", "message": "an app definition must be a JSON object, got a list"}],
         id="definition-not-object",
     ),
     pytest.param(
@@ -142,7 +142,7 @@ ROWS = [
     pytest.param(
         app(routes={"r": "steps"}),
         {},
-        [{"path": "routes.r", "message": "a route must be an object, got str"}],
+        [{"path": "routes.r", "message": "a route must be an object, got a string"}],
         id="route-not-object",
     ),
     pytest.param(
@@ -512,7 +512,7 @@ ROWS = [
     pytest.param(
         steps({"let": 1, "as": "x"}),
         {},
-        [{"path": "routes.r.steps[0].let", "message": "must be a CEL expression (a string), got int"}],
+        [{"path": "routes.r.steps[0].let", "message": "must be a CEL expression (a string), got integer"}],
         id="expr-not-string",
     ),
     pytest.param(
@@ -747,7 +747,7 @@ ROWS = [
     pytest.param(
         steps({"return": {"a": "1"}}),
         {},
-        [{"path": "routes.r.steps[0].return", "message": "must be a CEL expression (a string), got dict"}],
+        [{"path": "routes.r.steps[0].return", "message": "must be a CEL expression (a string), got object"}],
         id="return-bad-expression",
     ),
 ]

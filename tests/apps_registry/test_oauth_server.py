@@ -114,6 +114,14 @@ def test_denying_redirects_with_access_denied_and_no_code(browser, client_id):
     query = parse_qs(urlsplit(authorization.redirect).query)
     assert query["error"] == ["access_denied"]
     assert "code" not in query
+    assert query["iss"] == ["http://127.0.0.1:8000"]
+
+
+def test_an_unknown_scope_redirects_with_invalid_scope_and_the_issuer_once(browser, client_id):
+    query = _redirected_error(consent_page(browser, client_id, scope="apps:everything"))
+
+    assert query["error"] == ["invalid_scope"]
+    assert query["iss"] == ["http://127.0.0.1:8000"]
 
 
 def test_the_code_exchanges_for_tokens_bound_to_the_requested_resource(browser, client_id, user):
@@ -139,6 +147,7 @@ def test_pkce_is_required(browser, client_id):
     assert "code" not in query
     assert query["error"] == ["invalid_request"]
     assert "code challenge required" in query["error_description"][0].lower()
+    assert query["iss"] == ["http://127.0.0.1:8000"]  # RFC 9207: error responses name the issuer too
 
 
 def test_plain_pkce_is_refused(browser, client_id):
@@ -166,6 +175,26 @@ def test_a_reused_authorization_code_is_refused(browser, client_id):
 
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_grant"
+
+
+def test_replaying_a_code_revokes_the_tokens_its_first_exchange_bought(browser, client_id, user):
+    authorization = authorize(browser, client_id)
+    first = exchange(Client(), client_id, authorization).json()
+
+    assert exchange(Client(), client_id, authorization).status_code == 400
+
+    assert not AccessToken.objects.filter(user=user).exists()
+    assert refresh(Client(), client_id, first["refresh_token"]).json()["error"] == "invalid_grant"
+
+
+def test_replaying_a_code_leaves_the_users_other_grants_alone(browser, client_id, user):
+    kept = tokens_for(browser, client_id)
+    authorization = authorize(browser, client_id)
+    assert exchange(Client(), client_id, authorization).status_code == 200
+
+    exchange(Client(), client_id, authorization)
+
+    assert refresh(Client(), client_id, kept["refresh_token"]).status_code == 200
 
 
 def test_a_redirect_uri_that_was_not_registered_is_refused_without_redirecting(browser, client_id):

@@ -1,0 +1,219 @@
+"""Rate-limit budgets (declared in apps_registry/ratelimits.py), kept in Charming's own database so that every
+worker process, and every machine behind one URL, shares them.
+
+Each budget is one row holding the generic cell rate algorithm's "theoretical arrival time" (`tat`): a call is
+admitted when `tat <= now + (burst - 1) * interval`, and moves it to `max(tat, now) + interval`. Reading the row,
+deciding and writing it back is ONE statement (`INSERT ... ON CONFLICT DO UPDATE ... WHERE ... RETURNING`, on
+SQLite >= 3.35 and PostgreSQL alike) on the request's own connection, so it is atomic across processes without a
+lock of our own: PostgreSQL serialises concurrent upserts of one row on its row lock (each re-reads the committed
+row), SQLite serialises writers on its database lock. A refused call writes nothing and takes nothing.
+
+Why not pyrate-limiter (4.5.1, read for this): its PostgresBucket needs its own psycopg_pool.ConnectionPool (a
+second pool per process beside Django's, and a package we do not ship), keeps one table per bucket (a table per
+token and per app), and makes check-and-insert atomic with `LOCK TABLE ... NOWAIT`, refusing any call that meets
+a concurrent one however empty the budget is; its SQLiteBucket opens its own sqlite3 connection and is atomic
+across processes only with a file lock (the `filelock` package), and both log one row per call that a leaker
+thread deletes. Django's cache is not shared across processes with the default backend and its database backend's
+`incr` is a read then a write. One statement in our own schema has none of these problems.
+
+Call the budget functions outside any long transaction (autocommit): inside one, the budget's row stays locked
+until it commits, serialising every call of that token or app behind it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import math
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.db import connection
+
+from apps_registry.exceptions import AuthenticationFailed, RateLimited
+from apps_registry.models import App, Membership, RateBudget
+from apps_registry.ratelimits import Rate, current_rate
+from apps_registry.values import parse_uuid
+
+T = TypeVar("T")
+
+# Rows whose time has passed equal no row; each process deletes them at most this often.
+SWEEP_EVERY_SECONDS = 60.0
+_last_sweep = 0.0
+_sweep_lock = threading.Lock()
+
+
+def _statement(*, gated: bool) -> str:
+    quote = connection.ops.quote_name
+    table, key, tat = quote(RateBudget._meta.db_table), quote("key"), quote("tat")
+    # SQLite needs a WHERE on an INSERT ... SELECT that has an ON CONFLICT clause (a parsing ambiguity).
+    gate = "WHERE 1 = 1"
+    if gated:
+        membership = quote(Membership._meta.db_table)
+        gate = f"WHERE EXISTS (SELECT 1 FROM {membership} m WHERE m.app_id = %s AND m.user_id = %s)"
+    return (
+        f"INSERT INTO {table} ({key}, {tat}) SELECT %s, %s {gate} "
+        f"ON CONFLICT ({key}) DO UPDATE SET {tat} = (CASE WHEN {table}.{tat} > %s THEN {table}.{tat} ELSE %s END) + %s "
+        f"WHERE {table}.{tat} <= %s RETURNING {tat}"
+    )
+
+
+def rate_budget_take(
+    *, key: str, rate: Rate, now: float | None = None, member: tuple[uuid.UUID, Any] | None = None
+) -> float | None:
+    """Take one call from budget `key`: None when admitted, else the seconds until a call would be (nothing taken).
+
+    With `member` (an app id and a user id), the call counts only when that user is a member of that app (the
+    check is part of the same statement); a non-member's call is admitted here and left to the access rules.
+    """
+    if not rate.enabled:
+        return None
+    now = time.time() if now is None else now
+    interval = rate.interval
+    admit_until = now + (rate.burst - 1) * interval
+    gate: list[Any] = []
+    if member is not None:
+        gate = [App._meta.pk.get_db_prep_value(member[0], connection), member[1]]  # type: ignore[union-attr]
+    params = [key, now + interval, *gate, now, now, interval, admit_until]
+    with connection.cursor() as cursor:
+        cursor.execute(_statement(gated=member is not None), params)
+        taken = cursor.fetchone() is not None
+    if taken:
+        _sweep_maybe(now)
+        return None
+    tat = _tat_of(key)
+    if tat is None or tat <= admit_until:  # a non-member (gated), or the row was swept between the two statements
+        return None
+    return tat - admit_until
+
+
+def _tat_of(key: str) -> float | None:
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:  # by primary key, without the ORM's ORDER BY for .first()
+        cursor.execute(
+            f"SELECT {quote('tat')} FROM {quote(RateBudget._meta.db_table)} WHERE {quote('key')} = %s", [key]
+        )
+        row = cursor.fetchone()
+    return None if row is None else float(row[0])
+
+
+def _sweep_maybe(now: float) -> None:
+    global _last_sweep
+    with _sweep_lock:
+        if now - _last_sweep < SWEEP_EVERY_SECONDS:
+            return
+        _last_sweep = now
+    RateBudget.objects.filter(tat__lt=now).delete()
+
+
+def retry_after_seconds(wait: float) -> int:
+    """Whole seconds for Retry-After: rounded up, at least 1."""
+    return max(1, math.ceil(wait))
+
+
+def _refusal(rate: Rate, wait: float, message: str) -> RateLimited:
+    seconds = retry_after_seconds(wait)
+    return RateLimited(
+        f"{message} Nothing ran; try again in {seconds} second{'s' if seconds != 1 else ''}.",
+        limit=rate.limit.name,
+        retry_after_seconds=seconds,
+        details=rate.details(seconds),
+    )
+
+
+def _limits_text(rate: Rate) -> str:
+    return f"{rate.per_minute} per minute, bursts of {rate.burst}"
+
+
+# --- a token's budget: every request, over /mcp and /api alike ---
+
+
+def token_budget_key(*, kind: str, token_id: int | None, client_id: str, user_id: Any) -> str:
+    """The budget a credential draws on: a personal token's own; an OAuth client's for one user, whichever access
+    token it holds (refreshing it every hour must not start a fresh budget)."""
+    if kind == "oauth":
+        client = client_id if len(client_id) <= 100 else hashlib.sha256(client_id.encode()).hexdigest()[:40]
+        return f"oauth:{user_id}:{client}"
+    return f"token:{token_id}"
+
+
+def token_budget_take(*, key: str, now: float | None = None) -> None:
+    """Count one request against token budget `key` (see token_budget_key); RateLimited when it is spent."""
+    rate = current_rate("token")
+    wait = rate_budget_take(key=key, rate=rate, now=now)
+    if wait is not None:
+        raise _refusal(rate, wait, f"This token made too many requests (its limit: {_limits_text(rate)}).")
+
+
+# --- an app's budget: route runs, across all its callers ---
+
+
+def app_budget_take(*, actor: Any, app_id: uuid.UUID | str, now: float | None = None) -> None:
+    """Count one route run against app `app_id`'s budget; RateLimited when it is spent. Only its members' calls
+    count, so nobody outside an app can spend its budget; an id that is not an app's counts nothing."""
+    app_uuid = parse_uuid(app_id)
+    if app_uuid is None:
+        return
+    rate = current_rate("app")
+    wait = rate_budget_take(key=f"app:{app_uuid}", rate=rate, now=now, member=(app_uuid, actor.pk))
+    if wait is not None:
+        raise _refusal(
+            rate, wait, f"This app had too many calls (its limit, across all its callers: {_limits_text(rate)})."
+        )
+
+
+# --- failed authentications, per client address ---
+
+
+def client_address_key(address: str | None) -> str:
+    """The budget of failed authentications for a client address; an IPv6 address counts by its /64, which one
+    host usually holds whole."""
+    try:
+        parsed = ipaddress.ip_address(address or "")
+    except ValueError:
+        return "auth:unknown"
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return f"auth:{parsed.ipv4_mapped}"
+        return f"auth:{ipaddress.IPv6Network((parsed, 64), strict=False)}"
+    return f"auth:{parsed}"
+
+
+def _auth_failures_refusal(rate: Rate, wait: float) -> RateLimited:
+    return _refusal(
+        rate,
+        wait,
+        f"Too many refused tokens from your address (its limit: {_limits_text(rate)}); this request's token was "
+        "not checked. Fix the token your client sends.",
+    )
+
+
+def auth_failures_check(*, address: str | None, now: float | None = None) -> None:
+    """RateLimited when `address` has spent its budget of failed authentications (read only: nothing is taken)."""
+    rate = current_rate("auth_failures")
+    if not rate.enabled:
+        return
+    now = time.time() if now is None else now
+    tat = _tat_of(client_address_key(address))
+    admit_until = now + (rate.burst - 1) * rate.interval
+    if tat is not None and tat > admit_until:
+        raise _auth_failures_refusal(rate, tat - admit_until)
+
+
+def auth_failure_record(*, address: str | None, now: float | None = None) -> None:
+    """Count one failed authentication from `address`."""
+    rate_budget_take(key=client_address_key(address), rate=current_rate("auth_failures"), now=now)
+
+
+def authentication_throttled(*, address: str | None, authenticate: Callable[[], T]) -> T:
+    """Run `authenticate` (a token lookup) unless `address` has had too many refused tokens (RateLimited, before
+    the lookup); a refusal (AuthenticationFailed) counts against the address, a success counts nothing."""
+    auth_failures_check(address=address)
+    try:
+        return authenticate()
+    except AuthenticationFailed:
+        auth_failure_record(address=address)
+        raise
