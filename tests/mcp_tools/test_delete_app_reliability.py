@@ -117,7 +117,7 @@ def test_app_delete_refuses_an_app_other_than_the_one_confirmed(db, user):
     assert App.objects.filter(pk=app.id).exists()
 
 
-def test_2026_a_wrongly_shaped_input_response_is_confirmation_required(live, alice, budget):
+def test_2026_a_wrongly_shaped_input_response_is_refused_without_an_internal_error(live, alice, budget):
     """Finding 12 on 2026-07-28: an answer to the prompt that is no elicitation result (`{"foo": "bar"}`), sent
     with the sealed state, deletes nothing and says what went wrong (no internal_error)."""
     import json
