@@ -222,6 +222,19 @@ class InternalError(CharmingError):
     http_status = 500
 
 
+class CommitUnconfirmed(InternalError):
+    """A mutation's COMMIT was sent but its answer never came (the connection dropped): it may have been saved."""
+
+    http_status = 503
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The connection to the database was lost while this change was being committed, so whether it was "
+            "saved is unknown. Read the app's data to see before calling again; a call with an idempotency key can "
+            "be retried safely with the same key."
+        )
+
+
 def app_not_found(app_id: object) -> AppNotFound:
     """The one error for an app that does not exist *and* for one the caller may not see."""
     return AppNotFound(app_id)

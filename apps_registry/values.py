@@ -9,6 +9,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from apps_registry.redaction import redact
+
 ELLIPSIS = "…"
 
 # How much of a caller's value a message quotes: enough to recognise it, never the whole of a 100 KB string.
@@ -27,18 +29,28 @@ def parse_uuid(value: object) -> uuid.UUID | None:
         return None
 
 
+# What is redacted beyond a cut before cutting: more than any secret the redactor recognises is long.
+_REDACT_MARGIN = 200
+
+
+def _redacted_head(text: str, limit: int) -> str:
+    # Redacted before it is cut: a secret cut in two is no longer recognised, and its first part would show.
+    return redact(text[: limit + _REDACT_MARGIN])[:limit]
+
+
 def clip(value: object, limit: int = QUOTE_CHARS) -> str:
-    """`value` as text of at most `limit` characters; a cut one ends with an ellipsis."""
+    """`value` as text of at most `limit` characters; a cut one ends with an ellipsis (and has no secret cut in
+    two: the redactor sees it whole first)."""
     text = value if isinstance(value, str) else str(value)
     if len(text) <= limit:
         return text
-    return text[: max(limit - 1, 0)] + ELLIPSIS
+    return _redacted_head(text, max(limit - 1, 0)) + ELLIPSIS
 
 
 def clip_repr(value: object, limit: int = QUOTE_CHARS) -> str:
     """`repr(value)` for a message, clipped: the quoted form of a caller's value, bounded."""
     if isinstance(value, str) and len(value) > limit:
-        return repr(value[:limit]) + ELLIPSIS
+        return repr(_redacted_head(value, limit)) + ELLIPSIS
     return clip(repr(value), limit + 2)
 
 

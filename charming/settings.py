@@ -158,7 +158,9 @@ TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["d
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # Every line any logger prints goes through the redactor (apps_registry/redaction.py), tracebacks included.
+    "filters": {"redact": {"()": "apps_registry.redaction.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # django-axes announces its configuration at every start (and every manage.py command); lockouts still log.
     "loggers": {"axes.apps": {"level": "WARNING"}},

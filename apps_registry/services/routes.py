@@ -7,10 +7,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from apps_registry.access import Need, app_for, role_check
 from apps_registry.exceptions import (
+    CommitUnconfirmed,
     OperationFailed,
     RouteKindMismatch,
     RouteNotFound,
@@ -72,19 +73,44 @@ def route_run(
     if kind == "query":
         return _route_run(actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=None, notes=advisories)
     for _attempt in range(2):
+        committing = False
         try:
             # A mutation holds its app's storage row (FOR KEY SHARE, from the lookup on) until it commits; the
             # engine's own transaction becomes a savepoint of this one. See _route_for_call_sql.
             with transaction.atomic():
-                return _route_run(
+                result = _route_run(
                     actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=idempotency_key, notes=advisories
                 )
+                committing = True
+            return result
         except KeyTaken:
             # A concurrent call with the same key committed first; this one's writes were rolled back. Run again:
             # this time the lookup finds the first call's result and returns it.
             continue
+        except DatabaseError:
+            if not committing:
+                raise  # failed before COMMIT: nothing was written
+            # The COMMIT was sent and its answer lost: it may have been carried out. "Try again" would invite a
+            # second write; say so, unless the call's key tells (its result commits with the mutation).
+            return _commit_resolved(actor=actor, app=result.app, op=op, params=params, key=idempotency_key)
     assert idempotency_key is not None  # KeyTaken comes only with a key
     raise idempotency_conflict(idempotency_key, clip(op, OP_CHARS))
+
+
+def _commit_resolved(
+    *, actor: Any, app: App, op: str, params: dict[str, Any] | None, key: IdempotencyKey | None
+) -> RouteResult:
+    """The outcome of a mutation whose COMMIT answer was lost: its result when its key shows that it committed
+    (the key's row commits with the mutation), else CommitUnconfirmed. A key not found yet proves nothing: the
+    dropped connection's COMMIT may still be under way."""
+    if key is not None:
+        try:
+            remembered = idempotent_result_find(actor=actor, app=app, op=op, key=key, params=params)
+        except DatabaseError:
+            remembered = None
+        if remembered is not None:
+            return RouteResult(value=remembered.value, app=app)
+    raise CommitUnconfirmed()
 
 
 def _route_run(

@@ -8,6 +8,7 @@ from typing import Any
 
 from apps_registry import selectors
 from apps_registry.exceptions import InvalidInput
+from apps_registry.redaction import redact_value
 from apps_registry.routes.advisories import AdvisoryDraft
 from apps_registry.routes.authortests import TestResult
 from apps_registry.services.advisories import AdvisoryNote, advisories_deliver
@@ -170,9 +171,10 @@ def _check(user: Any, args: dict[str, Any]) -> dict[str, Any]:
     return {
         "valid": valid,
         "passed": valid and all(r.passed for r in checked.tests),
-        "problems": checked.problems,
+        # A report of the definition's problems, worded like create_app's errors: redacted like them.
+        "problems": redact_value(checked.problems),
         "advisories": [_draft_as_contract(d) for d in checked.advisories],
-        "tests": [r.as_dict() for r in checked.tests],
+        "tests": redact_value([r.as_dict() for r in checked.tests]),
     }
 
 

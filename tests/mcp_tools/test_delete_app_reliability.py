@@ -115,3 +115,80 @@ def test_app_delete_refuses_an_app_other_than_the_one_confirmed(db, user):
             created_at=app.created_at - timedelta(seconds=1),
         )
     assert App.objects.filter(pk=app.id).exists()
+
+
+def test_2026_a_wrongly_shaped_input_response_is_refused_without_an_internal_error(live, alice, budget):
+    """Finding 12 on 2026-07-28: an answer to the prompt that is no elicitation result (`{"foo": "bar"}`), sent
+    with the sealed state, deletes nothing and says what went wrong (no internal_error)."""
+    import json
+
+    import httpx2
+
+    from tests.mcp_tools.test_delete_app import _first_round
+
+    args = {"app_id": str(budget.id)}
+    first = run(_first_round(live, alice, args))
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    params = {
+        "name": "delete_app",
+        "arguments": args,
+        "inputResponses": {"confirm_delete": {"foo": "bar"}},
+        "requestState": first.request_state,
+        "_meta": {**meta, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}},
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "delete_app",
+        "Authorization": f"Bearer {alice.token}",
+    }
+
+    async def go():
+        async with httpx2.AsyncClient(timeout=10) as http:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+            return await http.post(live.mcp_url, content=json.dumps(body).encode(), headers=headers)
+
+    response = run(go())
+
+    assert response.status_code < 500, response.text
+    text = response.text
+    if "\ndata: " in text or text.startswith("event:"):
+        text = next(line[len("data: ") :] for line in text.splitlines() if line.startswith("data: "))
+    answer = json.loads(text)
+    assert "internal_error" not in text and "Internal error" not in text, answer
+    if "result" in answer:  # answered as a tool result: a clear confirmation_required
+        assert answer["result"]["isError"] is True
+        assert answer["result"]["content"][0]["text"].startswith("Error (confirmation_required):"), answer
+    else:  # or refused by the SDK as invalid params, before any tool ran
+        assert answer["error"]["code"] == -32602, answer
+    assert App.objects.filter(pk=budget.id).exists()
+
+
+@pytest.mark.parametrize("content", [{"foo": "bar"}, {"confirm": "yes"}, {}], ids=["foreign-key", "string", "empty"])
+def test_2026_an_accepted_answer_with_wrongly_shaped_content_deletes_nothing(live, alice, budget, content):
+    """Anything but `{"confirm": true}` is not a confirmation: answered like the unticked box, never an error."""
+    import mcp_types as types
+
+    from tests.mcp_tools.conftest import MODERN, answer_with, mcp_client
+    from tests.mcp_tools.test_delete_app import _first_round
+
+    args = {"app_id": str(budget.id)}
+    first = run(_first_round(live, alice, args))
+
+    async def retry():
+        responses = {"confirm_delete": types.ElicitResult(action="accept", content=content)}
+        async with mcp_client(live, alice.token, MODERN, answer_with("accept")) as c:
+            return await c.session.call_tool(
+                "delete_app",
+                args,
+                input_responses=responses,
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+
+    result = run(retry())
+
+    assert result.structured_content == {"ok": True, "id": str(budget.id), "deleted": False, "cancelled": True}
+    assert App.objects.filter(pk=budget.id).exists()

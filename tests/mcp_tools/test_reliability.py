@@ -183,3 +183,77 @@ def test_secrets_in_an_unexpected_error_are_redacted_in_the_mcp_log_line(live, a
     assert result.structured_content["error"]["kind"] == "internal_error"
     assert "postgres://app:[REDACTED]@db.internal/x" in caplog.text
     assert "hunter2pass" not in caplog.text
+
+
+@pytest.mark.parametrize("bad", [NUL, SURROGATE], ids=["nul", "surrogate"])
+def test_unstorable_text_in_a_definition_is_invalid_input_for_every_authoring_tool(live, alice, budget, bad):
+    from apps_registry.models import App
+
+    broken = {**DEFINITION, "description": bad}
+    calls = [
+        ("create_app", {"definition": broken}),
+        ("check_app", {"definition": broken}),
+        ("update_app", {"app_id": str(budget.id), "expected_version": budget.version, "definition": broken}),
+    ]
+
+    for tool, args in calls:
+        result = raw_call_2026(live, alice, tool, args)
+
+        assert result["isError"] is True, (tool, result)
+        error = result["structuredContent"]["error"]
+        assert error["kind"] == "invalid_input", (tool, error)
+        assert "must be valid Unicode text without NUL characters" in error["message"], (tool, error)
+    assert App.objects.count() == 1
+    assert App.objects.get().version == budget.version
+
+
+# --- a mutation whose COMMIT was carried out but whose answer was lost (the connection dropped then) ---
+
+
+@pytest.fixture
+def commit_answer_lost(monkeypatch):
+    """The next COMMIT is carried out by the database, then the connection drops before its answer arrives."""
+    from django.db import OperationalError
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    original = BaseDatabaseWrapper._commit
+    armed = [True]
+
+    def commit_then_drop(self):
+        original(self)
+        if armed and armed.pop():
+            raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(BaseDatabaseWrapper, "_commit", commit_then_drop)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_mutation_whose_commit_answer_was_lost_is_not_told_to_try_again(
+    live, alice, budget, commit_answer_lost, mode
+):
+    result = call_tool_error(
+        live, alice, mode, "mutate_app", mutate(budget, "add_expense", {"amount": 3, "category": "t"})
+    )
+
+    error = result.structured_content["error"]
+    assert Record.objects.filter(storage__app=budget).count() == 1  # it did commit
+    assert error["kind"] == "internal_error"
+    assert error["message"] == (
+        "The connection to the database was lost while this change was being committed, so whether it was saved "
+        "is unknown. Read the app's data to see before calling again; a call with an idempotency key can be "
+        "retried safely with the same key."
+    )
+    assert "Try again later" not in text_of(result)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_mutation_with_a_key_whose_commit_answer_was_lost_finds_its_commit_and_succeeds(
+    live, alice, budget, commit_answer_lost, mode
+):
+    from tests.mcp_tools.test_idempotency import call_with_key
+
+    result = call_with_key(live, alice, mode, mutate(budget, "add_expense", {"amount": 3, "category": "t"}), "lost-1")
+
+    record = Record.objects.get(storage__app=budget)
+    assert result.is_error is not True, text_of(result)
+    assert assert_envelope(result) == {"ok": True, "value": {"id": record.record_id}}
