@@ -16,6 +16,7 @@ import pytest
 from apps_registry.services.definitions import app_definition_save
 from apps_registry.services.routes import OP_CHARS
 from apps_registry.values import QUOTE_CHARS
+from tests.factories import AdvisoryFactory
 from tests.mcp_tools.conftest import MODERN, mcp_client, run, text_of
 from tests.redaction_cases import LEAKY, SECRET_IDS, SECRET_PARAMS, SECRETS
 
@@ -184,8 +185,9 @@ def test_secrets_in_unexpected_errors_are_redacted_in_every_log_line(api, live, 
     with monkeypatch.context() as patched:  # an unexpected error in the tool (logged by the MCP translator)
         patched.setattr(run_route, "route_run", broken)
         failed = run(call_modern(live, alice, "mutate_app", {"app_id": app_id, "op": "fail_with"}))
-    with monkeypatch.context() as patched:  # advisories that fail after a committed call (logged, result kept)
-        patched.setattr(advisories, "advisories_deliver", broken)
+    AdvisoryFactory(app=quoting, summary="A note the call reads with its result")
+    with monkeypatch.context() as patched:  # advisories that fail to be read with a call (logged, result kept)
+        patched.setattr(advisories, "advisories_open_for", broken)
         kept = run(
             call_modern(live, alice, "mutate_app", {"app_id": app_id, "op": "wants_a_number", "params": {"n": 1}})
         )
