@@ -35,7 +35,7 @@ from django.db.models.lookups import Exact, GreaterThan, GreaterThanOrEqual, IsN
 from django.utils import timezone
 
 from apps_registry.exceptions import OperationFailed
-from apps_registry.models import Record
+from apps_registry.models import Record, Storage
 from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
 from apps_registry.routes.store import document, encoded_record, missing
 
@@ -362,6 +362,17 @@ class SqlStore:
 
     def record_count(self) -> int:
         return Record.objects.filter(storage_id=self.storage_id).count()
+
+    def records_added(self, delta: int) -> int:
+        opts = Storage._meta
+        sql = (
+            f"UPDATE {connection.ops.quote_name(opts.db_table)} SET record_count = record_count + %s "
+            "WHERE id = %s RETURNING record_count"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [delta, opts.pk.get_db_prep_value(self.storage_id, connection)])
+            row = cursor.fetchone()
+        return int(row[0]) if row is not None else 0
 
 
 def _out_of_range(total: Any, by: int | float) -> bool:

@@ -30,7 +30,7 @@ from apps_registry.routes.advisories import AUTHORING_KINDS, DOC_URL, AdvisoryDr
 from apps_registry.routes.authortests import AuthorTest, TestResult, failure_summary, run_test
 from apps_registry.routes.compiler import DefinitionParts, check_definition, compile_parts
 from apps_registry.routes.limits import Limits, current_limits
-from apps_registry.routes.runtime import record_count_forget, run_route
+from apps_registry.routes.runtime import run_route
 from apps_registry.routes.storage import SqlStore
 from apps_registry.services.apps import app_create
 from apps_registry.values import clip, clip_repr, first_problems, parse_uuid
@@ -203,7 +203,6 @@ def tests_run(*, parts: DefinitionParts, actor: Any, role: str, app_id: str, lim
                 yield SqlStore(storage_id=storage.id, max_bytes=limits.record_bytes)
             finally:
                 transaction.set_rollback(True)
-                record_count_forget(storage.id)
 
     def run(store: SqlStore, test: AuthorTest) -> Any:
         return run_route(

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from apps_registry.exceptions import Forbidden, InvalidInput, NotFound, OperationFailed
@@ -169,6 +169,7 @@ def storage_restore(
                 details={"collisions": clash_count, "examples": sample},
             )
         restored = records.update(storage=current)
+        Storage.objects.filter(pk=current.pk).update(record_count=F("record_count") + restored)
         storage.delete()
         mode = "merged"
         target_id = current.id
