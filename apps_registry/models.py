@@ -200,7 +200,7 @@ class Storage(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # The records it holds, kept by the writes in their own transaction (the engine's SqlStore.records_added,
     # a restore's merge), so the records-per-app limit is checked without counting the app's records.
-    record_count = models.PositiveBigIntegerField(default=0)
+    records_held = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         verbose_name_plural = "storage"

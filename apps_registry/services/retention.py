@@ -169,7 +169,7 @@ def storage_restore(
                 details={"collisions": clash_count, "examples": sample},
             )
         restored = records.update(storage=current)
-        Storage.objects.filter(pk=current.pk).update(record_count=F("record_count") + restored)
+        Storage.objects.filter(pk=current.pk).update(records_held=F("records_held") + restored)
         storage.delete()
         mode = "merged"
         target_id = current.id

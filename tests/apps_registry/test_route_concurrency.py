@@ -77,5 +77,5 @@ def test_fifty_concurrent_inserts_near_the_records_limit_stop_exactly_at_it(user
     assert len(refused) == CALLS - 25
     assert {r.details["limit"] for r in refused} == {"records_per_app"}
     assert Record.objects.filter(storage=app.storage).count() == 30
-    app.storage.refresh_from_db(fields=["record_count"])
-    assert app.storage.record_count == 30
+    app.storage.refresh_from_db(fields=["records_held"])
+    assert app.storage.records_held == 30

@@ -118,8 +118,8 @@ def test_an_app_cannot_hold_more_records_than_the_limit(user, settings):
 
 
 def _stored_count(app) -> int:
-    app.storage.refresh_from_db(fields=["record_count"])
-    return app.storage.record_count
+    app.storage.refresh_from_db(fields=["records_held"])
+    return app.storage.records_held
 
 
 def test_the_records_per_app_limit_reads_a_counter_kept_by_the_writes_not_a_count(user, settings):

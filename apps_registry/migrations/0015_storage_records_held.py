@@ -10,7 +10,7 @@ from django.db import migrations, models
 
 def count_records(apps: Any, schema_editor: Any) -> None:
     schema_editor.execute(
-        "UPDATE apps_registry_storage SET record_count = "
+        "UPDATE apps_registry_storage SET records_held = "
         "(SELECT count(*) FROM apps_registry_record WHERE apps_registry_record.storage_id = apps_registry_storage.id)"
     )
 
@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
     dependencies = [("apps_registry", "0014_route_schemas_text")]
     operations = [
         migrations.AddField(
-            model_name="storage", name="record_count", field=models.PositiveBigIntegerField(default=0)
+            model_name="storage", name="records_held", field=models.PositiveBigIntegerField(default=0)
         ),
         migrations.RunPython(count_records, migrations.RunPython.noop),
     ]
