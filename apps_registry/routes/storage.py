@@ -127,13 +127,14 @@ def _after(columns: list[_Column], position: list[Any]) -> Q:
 _FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def field_sql(path: tuple[str, ...], vendor: str) -> str:
+def field_sql(path: tuple[str, ...], vendor: str, *, column: str | None = None) -> str:
     """A data field as SQL, written the one way both the engine's filters and the indexes an author declares
-    use (an expression index serves a query only when the expressions match). The compiler admits only
-    field names of letters, digits and underscores, so they are written as literals."""
+    use (an expression index serves a query only when the expressions match; on PostgreSQL this is also
+    the form Django's key transforms take, which `order_by` uses). The compiler admits only field names
+    of letters, digits and underscores, so they are written as literals."""
     if not path or not all(_FIELD_PART.match(part) for part in path):
         raise ValueError(f"not a field path: {path!r}")
-    column = _data_column()
+    column = column or _data_column()
     if vendor == "postgresql":
         if len(path) == 1:
             return f"({column} -> '{path[0]}')"
