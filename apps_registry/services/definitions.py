@@ -26,7 +26,13 @@ from apps_registry.exceptions import (
 )
 from apps_registry.models import Advisory, App, AppVersion, AuditEvent, Route, Storage
 from apps_registry.routes import cache
-from apps_registry.routes.advisories import AUTHORING_KINDS, DOC_URL, AdvisoryDraft, authoring_advisories
+from apps_registry.routes.advisories import (
+    AUTHORING_KINDS,
+    DOC_URL,
+    AdvisoryDraft,
+    authoring_advisories,
+    unindexed_advisories,
+)
 from apps_registry.routes.authortests import AuthorTest, TestResult, failure_summary, run_test
 from apps_registry.routes.compiler import DefinitionParts, check_definition, compile_parts
 from apps_registry.routes.limits import Limits, current_limits
@@ -144,6 +150,7 @@ def definition_save(
         changed = _sync_routes(app=app, parts=parts)
         Advisory.objects.filter(app=app, kind__in=AUTHORING_KINDS).delete()
         drafts = authoring_advisories(parts, limits) + tests_advisories(results)
+        drafts += unindexed_advisories(parts, limits, records_held=_records_held(app))
         Advisory.objects.bulk_create(
             Advisory(
                 app=app,
@@ -366,6 +373,10 @@ def _app_for_save(*, actor: Any, app_id: uuid.UUID | str, parts: DefinitionParts
     app.collections = parts.collections
     app.save(update_fields=["collections"])
     return app
+
+
+def _records_held(app: App) -> int:
+    return Storage.objects.filter(app=app).values_list("records_held", flat=True).first() or 0
 
 
 def _indexes_sync_queue(app: App) -> None:

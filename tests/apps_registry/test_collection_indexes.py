@@ -158,3 +158,24 @@ def test_an_index_on_an_undeclared_field_shape_is_refused_when_saved(user, db):
     with pytest.raises(InvalidDefinition) as exc:
         app_definition_save(actor=user, definition=_definition([["habit_id", "id"]]))
     assert exc.value.errors[0]["path"] == "collections.checkins.indexes[0][1]"
+
+
+@pytest.mark.django_db
+def test_a_large_app_is_advised_to_index_the_fields_its_steps_filter_and_order_on(user, settings):
+    from apps_registry.models import Advisory, Storage
+
+    settings.CHARMING_ROUTES_UNINDEXED_ADVISORY_RECORDS = 100
+    app = app_definition_save(actor=user, definition=_definition(None))
+    assert not Advisory.objects.filter(app=app, kind="unindexed-field").exists()  # a small app: no advice
+    Storage.objects.filter(app=app).update(records_held=100)
+    app = app_definition_save(actor=user, definition=_definition(None), app_id=app.id)
+    advisory = Advisory.objects.get(app=app, kind="unindexed-field")
+    assert advisory.data == {"route": "recent", "step": 0, "collection": "checkins", "index": ["habit_id", "date"]}
+    assert "holds 100 records" in advisory.summary
+    assert '"collections": {"checkins": {"indexes": [["habit_id", "date"]]}}' in advisory.summary
+    app = app_definition_save(actor=user, definition=_definition([["habit_id"]]), app_id=app.id)
+    assert not Advisory.objects.filter(app=app, kind="unindexed-field").exists()
+    app = app_definition_save(actor=user, definition=_definition([["date"]]), app_id=app.id)
+    assert not Advisory.objects.filter(app=app, kind="unindexed-field").exists()  # the ordering is served
+    app = app_definition_save(actor=user, definition=_definition([["uid"]]), app_id=app.id)
+    assert Advisory.objects.filter(app=app, kind="unindexed-field").exists()
