@@ -40,7 +40,7 @@ def _matches(value: Any, op: str, wanted: Any) -> bool:
     if op == "eq":
         return same_value(value, wanted)
     if op == "ne":
-        return not same_value(value, wanted)
+        return value is not _ABSENT and not same_value(value, wanted)
     if op == "in":
         return any(same_value(value, w) for w in wanted)
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (value, wanted))

@@ -61,6 +61,8 @@ def test_equality_is_type_exact_and_the_same_on_both_databases(path):
     assert _ids(sql, [(path, "eq", True)]) == ["true"]
     assert _ids(sql, [(path, "eq", None)]) == ["null"]
     assert _ids(sql, [(path, "eq", "1")]) == ["text"]
+    assert "missing" not in _ids(sql, [(path, "ne", 1)])  # a record without the field matches neither
+    assert "null" in _ids(sql, [(path, "ne", 1)])
 
 
 @pytest.mark.parametrize(
