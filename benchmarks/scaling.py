@@ -13,10 +13,12 @@ on SQLite). Every filter selects a bounded number of records (a habit has 50 che
 index can keep the cost flat; `find (undeclared field)` filters on a field no declared index covers.
 
 Each operation is a route called through the service (`route_run`, as the MCP and REST transports call it),
-one call after another on one connection: a warm-up, then CALLS timed calls on random records; the median
-is printed (ms), with the machine's load average at each size. Inserts run at low fill (the records limit
-100x the size) and near the limit (a few hundred records below it), so the records-per-app check is timed
-where it used to count the app.
+one call after another on one connection: a warm-up, then CALLS timed calls on random records (fewer, at
+least 5, for an operation slower than SECONDS_PER_OPERATION in all); the median is printed (ms), with the
+machine's load average at each size. Beside it, what one call costs the database whatever the load: the
+buffers its statements touch on PostgreSQL, the virtual-machine instructions it runs on SQLite. Inserts
+run at low fill (the records limit 100x the size) and near the limit (a few hundred records below it), so
+the records-per-app check is timed where it used to count the app.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SIZES = "1000,10000,100000,1000000"
 PER_HABIT = 50
+SECONDS_PER_OPERATION = 20.0  # a slow operation is timed on fewer calls (at least 5)
 DEFINITION: dict[str, Any] = {
     "name": "Habits (scaling benchmark)",
     "collections": {"checkins": {"indexes": [["habit_id", "date"], ["uid"]]}, "counters": {}},
@@ -166,7 +169,8 @@ def worker(sizes: list[int], calls: int, *, no_gin: bool) -> None:
     from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
-    from django.db import connection
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
 
     from apps_registry.models import Record, Storage
     from apps_registry.services.collection_indexes import collection_indexes_sync
@@ -194,20 +198,63 @@ def worker(sizes: list[int], calls: int, *, no_gin: bool) -> None:
 
     def timed(op: str, params_of: Any, size: int, kind: str = "query") -> float:
         rng = random.Random(7)
+        began = time.perf_counter()
         for _ in range(max(20, calls // 10)):
             call(op, params_of(rng.randrange(size)), kind)
-        samples = []
-        for _ in range(calls):
+            if time.perf_counter() - began > SECONDS_PER_OPERATION / 4:
+                break
+        samples: list[float] = []
+        began = time.perf_counter()
+        while len(samples) < calls and (len(samples) < 5 or time.perf_counter() - began < SECONDS_PER_OPERATION):
             params = params_of(rng.randrange(size))
             start = time.perf_counter()
             call(op, params, kind)
             samples.append(time.perf_counter() - start)
+        work.setdefault(labels[op], {})[size] = database_work(op, params_of(rng.randrange(size)), kind)
         return statistics.median(samples) * 1000
+
+    def database_work(op: str, params: dict[str, Any], kind: str) -> int:
+        """What one call costs the database, independent of the machine's load: on PostgreSQL the buffers
+        its statements touch (EXPLAIN ANALYZE BUFFERS, replayed in a rolled-back transaction); on SQLite the
+        virtual-machine instructions it runs (a progress handler)."""
+        if vendor == "sqlite":
+            raw = connection.connection
+            steps = [0]
+
+            def tick() -> int:
+                steps[0] += 1
+                return 0
+
+            raw.set_progress_handler(tick, 10)
+            try:
+                call(op, params, kind)
+            finally:
+                raw.set_progress_handler(None, 10)
+            return steps[0] * 10
+        with transaction.atomic():
+            with CaptureQueriesContext(connection) as queries:
+                call(op, params, kind)
+            transaction.set_rollback(True)
+        buffers = 0
+        for query in queries.captured_queries:
+            sql = query["sql"]
+            if sql.split(None, 1)[0].upper() not in ("SELECT", "INSERT", "UPDATE", "DELETE"):
+                continue
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql)
+                plan = cursor.fetchone()[0]
+                plan = json.loads(plan) if isinstance(plan, str) else plan
+                top = plan[0]["Plan"]
+                buffers += int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+                transaction.set_rollback(True)
+        return buffers
 
     print(f"\n== {vendor}{' (no GIN index on data)' if no_gin and vendor == 'postgresql' else ''} ==", flush=True)
     loaded = 0
     added = 0
     table: dict[str, dict[int, float]] = {}
+    work: dict[str, dict[int, float]] = {}
+    labels = {op: label for label, op, _params in OPERATIONS}
     loads: dict[int, str] = {}
     for size in sizes:
         started = time.perf_counter()
@@ -222,14 +269,20 @@ def worker(sizes: list[int], calls: int, *, no_gin: bool) -> None:
             table.setdefault(label, {})[size] = timed(op, params_of, size, kind)
         insert_params = _Inserts(size)
         settings.CHARMING_ROUTES_MAX_RECORDS_PER_APP = 100 * size
+        labels["add"] = "insert, low fill"
         table.setdefault("insert, low fill", {})[size] = timed("add", insert_params, size, "mutation")
         held = Storage.objects.get(pk=storage_id).records_held
         settings.CHARMING_ROUTES_MAX_RECORDS_PER_APP = held + calls + max(20, calls // 10) + 10
+        labels["add"] = "insert, near the limit"
         table.setdefault("insert, near the limit", {})[size] = timed("add", insert_params, size, "mutation")
         added += 2 * (calls + max(20, calls // 10))
         loads[size] = "/".join(f"{x:.1f}" for x in os.getloadavg())
         print(f"  measured at {size} (load average {loads[size]})", flush=True)
-    report(vendor, sizes, table, loads)
+        done = [s for s in sizes if s <= size]
+        report(f"{vendor}: median ms per call", done, table)
+        unit = "buffers touched" if vendor == "postgresql" else "VM instructions"
+        report(f"{vendor}: database work per call ({unit}; the same on an idle machine)", done, work, digits=0)
+        print("load average (1/5/15 min) at each size: " + ", ".join(f"{size_label(s)} {loads[s]}" for s in done))
     if vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
@@ -285,19 +338,19 @@ def bulk_load(connection: Any, storage_id: Any, start: int, stop: int) -> None:
             cursor.executemany(sql, rows)
 
 
-def report(vendor: str, sizes: list[int], table: dict[str, dict[int, float]], loads: dict[int, str]) -> None:
-    def size_label(n: int) -> str:
-        return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
+def size_label(n: int) -> str:
+    return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
 
+
+def report(title: str, sizes: list[int], table: dict[str, dict[int, float]], *, digits: int = 3) -> None:
     width = max(len(label) for label in table)
     head = "".join(f"{size_label(s):>10}" for s in sizes)
-    print(f"\n{vendor}: median ms per call")
+    print(f"\n{title}")
     print(f"{'operation':<{width}}{head}{'ratio':>10}")
     for label, by_size in table.items():
-        cells = "".join(f"{by_size[s]:>10.3f}" for s in sizes)
-        ratio = by_size[sizes[-1]] / by_size[sizes[0]]
+        cells = "".join(f"{by_size[s]:>10.{digits}f}" for s in sizes)
+        ratio = by_size[sizes[-1]] / by_size[sizes[0]] if by_size[sizes[0]] else float("nan")
         print(f"{label:<{width}}{cells}{ratio:>9.2f}x")
-    print("load average (1/5/15 min) at each size: " + ", ".join(f"{size_label(s)} {loads[s]}" for s in sizes))
 
 
 if __name__ == "__main__":
