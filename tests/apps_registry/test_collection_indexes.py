@@ -5,7 +5,7 @@ longer declared or when the app goes."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django_tasks_db.models import DBTaskResult
 
 from apps_registry.exceptions import InvalidDefinition
@@ -98,6 +98,19 @@ def _plan(qs) -> str:
         return "\n".join(" ".join(str(c) for c in row) for row in cursor.fetchall())
 
 
+def _plan_without_gin(qs) -> str:
+    """The plan with only the declared indexes to choose from (PostgreSQL's GIN index on all data serves
+    equality too, and the planner may prefer it); the GIN index comes back with the rollback."""
+    if connection.vendor != "postgresql":
+        return _plan(qs)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("DROP INDEX apps_registry_record_data_gin")
+        plan = _plan(qs)
+        transaction.set_rollback(True)
+    return plan
+
+
 def _seed(storage, n=3000):
     Record.objects.bulk_create(
         Record(storage=storage, collection="checkins", record_id=str(i), data={"habit_id": f"h{i % 300}", "date": i})
@@ -119,7 +132,7 @@ def _lifecycle(user):
     _seed(storage)
     qs = SqlStore(storage_id=storage.id, max_bytes=65536)._filtered("checkins", [(("habit_id",), "eq", "h7")])
     assert sorted(int(r.record_id) for r in qs) == list(range(7, 3000, 300))
-    assert name in _plan(qs)
+    assert name in _plan_without_gin(qs)
 
     app = app_definition_save(actor=user, definition=_definition(None), app_id=app.id)
     assert collection_indexes_sync(storage_id=storage.id).dropped == [name]
