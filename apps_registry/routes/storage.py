@@ -158,13 +158,13 @@ def _nested(path: tuple[str, ...], value: Any) -> Any:
 
 def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> RawSQL:
     """`eq`, `ne` or `in` on a data field, type-exact on both databases: a value matches one of the same JSON
-        type that is equal to it (numbers compare as numbers, so 1 matches 1.0; true matches neither 1 nor "true";
-        null matches a field that holds null, not a missing one). `ne` matches the records that hold the field
+    type that is equal to it (numbers compare as numbers, so 1 matches 1.0; true matches neither 1 nor "true";
+    null matches a field that holds null, not a missing one). `ne` matches the records that hold the field
     (null included) with any other value: a record without the field matches neither.
 
-        On PostgreSQL an `eq` is also a jsonb containment (`data @> '{"k": v}'`, which the GIN index on `data`
-        serves), and both also compare the field expression (`field_sql`), which an author's declared index
-        serves. For the scalars filters take, containment and jsonb equality agree exactly."""
+    On PostgreSQL an `eq` is also a jsonb containment (`data @> '{"k": v}'`, which the GIN index on `data`
+    serves), and both also compare the field expression (`field_sql`), which an author's declared index
+    serves. For the scalars filters take, containment and jsonb equality agree exactly."""
     values = value if op == "in" else [value]
     parts: list[str] = []
     params: list[Any] = []
