@@ -23,5 +23,5 @@ def pending_list(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("apps_registry", "0015_storage_records_held")]
+    dependencies = [("apps_registry", "0017_storage_records_held")]
     operations = [migrations.RunPython(no_pending_list, pending_list)]

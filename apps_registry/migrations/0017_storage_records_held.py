@@ -16,7 +16,7 @@ def count_records(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("apps_registry", "0014_route_schemas_text")]
+    dependencies = [("apps_registry", "0016_rate_budgets")]
     operations = [
         migrations.AddField(
             model_name="storage", name="records_held", field=models.PositiveBigIntegerField(default=0)
