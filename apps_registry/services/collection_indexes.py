@@ -21,6 +21,7 @@ from typing import Any
 from django.db import connection
 
 from apps_registry.models import App, Record
+from apps_registry.routes.steps import NAME
 from apps_registry.routes.storage import field_sql
 
 PREFIX = "rix_"
@@ -103,7 +104,10 @@ def _create_sql(storage_id: uuid.UUID, index: DeclaredIndex) -> str:
     quote = connection.ops.quote_name
     expressions = ", ".join(field_sql(tuple(f.split(".")), vendor, column=quote("data")) for f in index.fields)
     table = quote(Record._meta.db_table)
-    # Both are literals the compiler checked (a UUID; a collection name of letters, digits and underscores).
+    # Both are literals the compiler checked (a UUID; a collection name of letters, digits and underscores),
+    # checked again here since they are written into the statement.
+    if not NAME.match(index.collection):
+        raise ValueError(f"not a collection name: {index.collection!r}")
     storage = f"'{storage_id}'::uuid" if vendor == "postgresql" else f"'{storage_id.hex}'"
     concurrently = "CONCURRENTLY " if vendor == "postgresql" else ""
     return (
