@@ -192,3 +192,26 @@ def test_a_large_app_is_advised_to_index_the_fields_its_steps_filter_and_order_o
     assert not Advisory.objects.filter(app=app, kind="unindexed-field").exists()  # the ordering is served
     app = app_definition_save(actor=user, definition=_definition([["uid"]]), app_id=app.id)
     assert Advisory.objects.filter(app=app, kind="unindexed-field").exists()
+
+
+@pytest.mark.django_db
+def test_restoring_retained_storage_into_an_app_builds_that_apps_indexes_for_it(user):
+    from apps_registry.services.retention import storage_restore
+    from tests.retention_helpers import retained
+
+    storage = retained(user, name="Old habits", count=3, days_ago=1)
+    target = app_definition_save(actor=user, definition=_definition([["habit_id"]]))
+    empty_storage_id = target.storage.id
+    if connection.vendor == "sqlite":
+        collection_indexes_sync(storage_id=empty_storage_id)
+        assert len(_indexes_in_database(empty_storage_id)) == 1
+    queued = DBTaskResult.objects.filter(task_path__endswith="collection_indexes_task")
+    before = set(queued.values_list("id", flat=True))
+    storage_restore(actor=None, storage_id=storage.id, to_app_id=target.id)
+    synced = {r.args_kwargs["kwargs"]["storage_id"] for r in queued.exclude(id__in=before)}
+    assert synced == {str(storage.id), str(empty_storage_id)}  # built for the restored one, dropped for the other
+    if connection.vendor == "sqlite":
+        assert collection_indexes_sync(storage_id=storage.id).created == [
+            index_name(storage.id, "checkins", ("habit_id",))
+        ]
+        assert collection_indexes_sync(storage_id=empty_storage_id).dropped
