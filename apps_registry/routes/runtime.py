@@ -129,11 +129,11 @@ def _check_params(route: CompiledRoute, params: dict[str, Any], limits: Limits) 
 def _mutate(route: CompiledRoute, call: Call, limits: Limits) -> Any:
     """The steps of a mutation; the caller holds the transaction."""
     value = _run_steps(route, call)
-    store = call.store
-    if store.created != store.deleted:
+    metered = call.store
+    if metered.created != metered.deleted:
         # One UPDATE of the storage's counter, not a count of its records: the same cost at any size.
-        total = store.store.records_added(store.created - store.deleted)
-        if store.created and total > limits.records_per_app:
+        total = metered.store.records_added(metered.created - metered.deleted)
+        if metered.created and total > limits.records_per_app:
             raise OperationFailed(
                 f"This app would hold more than {limits.records_per_app} records; delete some before adding more.",
                 details=limit_details("records_per_app", limits.records_per_app),
