@@ -163,6 +163,7 @@ def main() -> None:
 def worker(sizes: list[int], calls: int, *, no_gin: bool) -> None:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "charming.settings")
+    os.environ["CHARMING_RATE_APP_PER_MINUTE"] = "0"  # calls back to back: no per-app rate limit
     import django
 
     django.setup()
