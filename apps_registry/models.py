@@ -198,6 +198,9 @@ class Storage(models.Model):
     )
     detached_at = models.DateTimeField(null=True, blank=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The records it holds, kept by the writes in their own transaction (the engine's SqlStore.records_added,
+    # a restore's merge), so the records-per-app limit is checked without counting the app's records.
+    records_held = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         verbose_name_plural = "storage"

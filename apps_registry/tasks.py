@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django_tasks import task
 
+from apps_registry.services.collection_indexes import collection_indexes_sync
 from apps_registry.services.purge_jobs import purge_job_run
 
 
@@ -11,3 +12,10 @@ from apps_registry.services.purge_jobs import purge_job_run
 def purge_job_task(*, job_id: str, target_id: str, actor_id: int | None) -> str:
     """Run one queued staff purge; returns the job's final status."""
     return purge_job_run(job_id=job_id, target_id=target_id, actor_id=actor_id).status
+
+
+@task()
+def collection_indexes_task(*, storage_id: str) -> str:
+    """Create and drop a storage's declared collection indexes to match its app's definition now."""
+    result = collection_indexes_sync(storage_id=storage_id)
+    return f"created {len(result.created)}, dropped {len(result.dropped)}"

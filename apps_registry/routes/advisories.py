@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +13,14 @@ from apps_registry.routes.steps import STEP_KINDS
 # The kinds named here, those the step kinds name (routes/steps.py), and failing-tests (services/definitions.py).
 AUTHORING_KINDS = tuple(
     sorted(
-        {"failing-tests", "legacy-bridge", "missing-output-schema", "unknown-collection", "unused-binding"}
+        {
+            "failing-tests",
+            "legacy-bridge",
+            "missing-output-schema",
+            "unindexed-field",
+            "unknown-collection",
+            "unused-binding",
+        }
         | {kind for step_kind in STEP_KINDS.values() for kind in step_kind.advisory_kinds}
     )
 )
@@ -93,4 +101,43 @@ def authoring_advisories(parts: DefinitionParts, limits: Limits) -> list[Advisor
                         data={"route": name, "step": index, "name": binding},
                     )
                 )
+    return found
+
+
+def unindexed_advisories(parts: DefinitionParts, limits: Limits, *, records_held: int) -> list[AdvisoryDraft]:
+    """For an app holding at least `unindexed_advisory_records` records: the find, count and sum steps that
+    filter or order on fields no declared index of their collection starts with (each such call reads every
+    record of the collection), with the index to declare."""
+    if records_held < limits.unindexed_advisory_records:
+        return []
+    found: list[AdvisoryDraft] = []
+    for name, route in parts.routes.items():
+        for step in route.steps:
+            if step.op not in ("find", "count", "sum") or step.collection is None:
+                continue
+            equal = [c.path for c in step.where if c.op in ("eq", "in") and c.path != ("id",)]
+            ranged = [c.path for c in step.where if c.op not in ("eq", "in") and c.path != ("id",)]
+            ordered = [path for path, _descending in step.order_by if path != ("id",)]
+            used = list(dict.fromkeys(".".join(p) for p in [*equal, *ranged, *ordered[:1]]))
+            if not used:
+                continue
+            spec = parts.collections.get(step.collection)
+            declared = spec.get("indexes", []) if isinstance(spec, dict) else []
+            if any(index and index[0] in used for index in declared):
+                continue
+            suggested = list(dict.fromkeys(".".join(p) for p in [*equal, *ranged[:1], *ordered]))[:4]
+            found.append(
+                AdvisoryDraft(
+                    kind="unindexed-field",
+                    severity="warn",
+                    summary=(
+                        f"Route '{name}' steps[{step.index}] filters or orders '{step.collection}' on "
+                        f"{', '.join(used)}, which no index of the collection starts with; the app holds "
+                        f"{records_held} records, so each call reads through all of the collection's. Declare "
+                        f'one: "collections": {{"{step.collection}": {{"indexes": [{json.dumps(suggested)}]}}}}.'
+                    ),
+                    user_summary="One of this app's lists may get slow as the app grows.",
+                    data={"route": name, "step": step.index, "collection": step.collection, "index": suggested},
+                )
+            )
     return found

@@ -11,12 +11,13 @@ from apps_registry.routes.expressions import CONTEXT_NAMES, Expr, check_source, 
 from apps_registry.routes.hints import HINT_KEYS, hint_problems, hints_of
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.schemas import SchemaValidator, number_paths, schema_problems
-from apps_registry.routes.steps import NAME, STEP_KINDS, Step, bad_name, type_name
+from apps_registry.routes.steps import FIELD_PATH, NAME, STEP_KINDS, Step, bad_name, type_name
 
 RESERVED_NAMES = frozenset(CONTEXT_NAMES) | {"true", "false", "null", "in", "as", "break", "const", "continue"}
 ROUTE_KEYS = ("kind", "description", "input", "output", "steps", "handler", *HINT_KEYS)
 LEGACY_ACTIONS = ("insert", "update", "delete")
 DEFAULT_INPUT: dict[str, Any] = {"type": "object"}
+INDEX_FIELDS = 4  # fields in one declared index
 
 
 @dataclass
@@ -109,11 +110,23 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
     if not isinstance(collections, dict):
         problems.append(Problem("collections", 'must be an object: {"expenses": {}, ...}'))
         collections = {}
+    indexes = 0
     for cname, spec in collections.items():
         if not NAME.match(cname):
             problems.append(Problem(f"collections.{cname}", bad_name("a collection name")))
         if not isinstance(spec, dict):
             problems.append(Problem(f"collections.{cname}", "must be an object (it may be empty: {})"))
+            continue
+        indexes += _check_collection(cname, spec, problems)
+    if indexes > limits.indexes_per_app:
+        problems.append(
+            Problem(
+                "collections",
+                f"the definition declares {indexes} indexes; the limit is {limits.indexes_per_app}",
+                limit="indexes_per_app",
+                max=limits.indexes_per_app,
+            )
+        )
     raw_routes = definition.get("routes")
     routes: dict[str, RouteParts] = {}
     if not isinstance(raw_routes, dict) or not raw_routes:
@@ -150,6 +163,49 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
         ),
         [],
     )
+
+
+def _check_collection(name: str, spec: dict[str, Any], problems: list[Problem]) -> int:
+    """Check one collection's options (`indexes`); returns how many indexes it declares."""
+    path = f"collections.{name}"
+    unknown = sorted(set(spec) - {"indexes"})
+    if unknown:
+        problems.append(Problem(path, f"unknown key(s) {', '.join(unknown)}; a collection takes: indexes"))
+    indexes = spec.get("indexes", [])
+    shape = 'must be a list of indexes, each a list of field names: [["habit_id", "date"], ["email"]]'
+    if not isinstance(indexes, list):
+        problems.append(Problem(f"{path}.indexes", shape))
+        return 0
+    seen: dict[tuple[str, ...], int] = {}
+    for i, fields in enumerate(indexes):
+        where = f"{path}.indexes[{i}]"
+        if not isinstance(fields, list) or not fields:
+            problems.append(Problem(where, shape))
+            continue
+        if len(fields) > INDEX_FIELDS:
+            problems.append(Problem(where, f"an index has at most {INDEX_FIELDS} fields, got {len(fields)}"))
+            continue
+        good = True
+        for j, field_name in enumerate(fields):
+            if not isinstance(field_name, str) or not FIELD_PATH.match(field_name) or field_name == "id":
+                problems.append(
+                    Problem(
+                        f"{where}[{j}]",
+                        "must be a field name such as 'habit_id' or 'meta.date' (not 'id': records are always "
+                        "indexed by id)",
+                    )
+                )
+                good = False
+        if not good:
+            continue
+        if len(set(fields)) != len(fields):
+            problems.append(Problem(where, "names a field more than once"))
+            continue
+        if tuple(fields) in seen:
+            problems.append(Problem(where, f"is the same index as {path}.indexes[{seen[tuple(fields)]}]"))
+            continue
+        seen[tuple(fields)] = i
+    return len(indexes)
 
 
 def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *, prefix: str) -> RouteParts | None:

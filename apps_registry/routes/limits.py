@@ -45,6 +45,14 @@ class Limits:
         100_000, "CHARMING_ROUTES_MAX_RECORDS_PER_APP", "records one app may hold across all its collections"
     )
     routes_per_app: int = _limit(100, "CHARMING_ROUTES_MAX_ROUTES", "routes in one app definition")
+    indexes_per_app: int = _limit(
+        10, "CHARMING_ROUTES_MAX_INDEXES", "indexes one app definition declares across all its collections"
+    )
+    unindexed_advisory_records: int = _limit(
+        10_000,
+        "CHARMING_ROUTES_UNINDEXED_ADVISORY_RECORDS",
+        "records an app holds from which a save advises indexes for steps that filter or order on unindexed fields",
+    )
     schema_nesting: int = _limit(
         64, "CHARMING_ROUTES_MAX_SCHEMA_NESTING", "levels of JSON nesting in a route's input or output schema"
     )

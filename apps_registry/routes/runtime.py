@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
-import time
 from typing import Any
 
 from django.db import DataError
@@ -131,45 +129,17 @@ def _check_params(route: CompiledRoute, params: dict[str, Any], limits: Limits) 
 def _mutate(route: CompiledRoute, call: Call, limits: Limits) -> Any:
     """The steps of a mutation; the caller holds the transaction."""
     value = _run_steps(route, call)
-    if call.store.created and _over_app_limit(call.store, limits.records_per_app):
-        raise OperationFailed(
-            f"This app would hold more than {limits.records_per_app} records; delete some before adding more.",
-            details=limit_details("records_per_app", limits.records_per_app),
-        )
+    metered = call.store
+    if metered.created != metered.deleted:
+        # One UPDATE of the storage's counter, not a count of its records: the same cost at any size.
+        total = metered.store.records_added(metered.created - metered.deleted)
+        if metered.created and total > limits.records_per_app:
+            raise OperationFailed(
+                f"This app would hold more than {limits.records_per_app} records; delete some before adding more.",
+                details=limit_details("records_per_app", limits.records_per_app),
+            )
     # Validated inside the transaction, so a route that breaks its output contract writes nothing.
     return _finish(route, value)
-
-
-# storage id -> (records counted or estimated, when last counted). Counting an app's records costs a
-# query that grows with the app, so far below the limit the count is estimated from this process's own
-# inserts and recounted exactly at least every RECOUNT_SECONDS; from half the limit on, every call
-# that inserts counts exactly. Estimates only err high (deletes are not subtracted).
-RECOUNT_SECONDS = 60.0
-_known_counts: dict[Any, tuple[int, float]] = {}
-_known_counts_lock = threading.Lock()
-
-
-def _over_app_limit(metered: MeteredStore, limit: int) -> bool:
-    store = metered.store
-    now = time.monotonic()
-    with _known_counts_lock:
-        known = _known_counts.get(store.storage_id)
-        if known is not None:
-            count, counted_at = known
-            estimate = count + metered.created
-            if estimate < limit // 2 and now - counted_at < RECOUNT_SECONDS:
-                _known_counts[store.storage_id] = (estimate, counted_at)
-                return False
-    count = store.record_count()
-    with _known_counts_lock:
-        _known_counts[store.storage_id] = (count, now)
-    return count > limit
-
-
-def record_count_forget(storage_id: Any) -> None:
-    """Drop this process's count of a storage's records (a scratch storage that was thrown away)."""
-    with _known_counts_lock:
-        _known_counts.pop(storage_id, None)
 
 
 def _finish(route: CompiledRoute, value: Any) -> Any:

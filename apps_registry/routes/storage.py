@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import uuid
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any
 
 from django.db import DataError, IntegrityError, connection, transaction
 from django.db.models import (
+    BooleanField,
     DateTimeField,
     ExpressionWrapper,
     F,
@@ -35,7 +37,7 @@ from django.db.models.lookups import Exact, GreaterThan, GreaterThanOrEqual, IsN
 from django.utils import timezone
 
 from apps_registry.exceptions import OperationFailed
-from apps_registry.models import Record
+from apps_registry.models import Record, Storage
 from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
 from apps_registry.routes.store import document, encoded_record, missing
 
@@ -122,6 +124,86 @@ def _after(columns: list[_Column], position: list[Any]) -> Q:
     return beyond_any
 
 
+_FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def field_sql(path: tuple[str, ...], vendor: str, *, column: str | None = None) -> str:
+    """A data field as SQL, written the one way both the engine's filters and the indexes an author declares
+    use (an expression index serves a query only when the expressions match; on PostgreSQL this is also
+    the form Django's key transforms take, which `order_by` uses). The compiler admits only field names
+    of letters, digits and underscores, so they are written as literals."""
+    if not path or not all(_FIELD_PART.match(part) for part in path):
+        raise ValueError(f"not a field path: {path!r}")
+    column = column or _data_column()
+    if vendor == "postgresql":
+        if len(path) == 1:
+            return f"({column} -> '{path[0]}')"
+        return f"({column} #> '{{{','.join(path)}}}')"
+    return f"json_extract({column}, '{_sqlite_path(path)}')"
+
+
+def _data_column() -> str:
+    return f"{connection.ops.quote_name(Record._meta.db_table)}.{connection.ops.quote_name('data')}"
+
+
+def _sqlite_path(path: tuple[str, ...]) -> str:
+    return "$." + ".".join(f'"{part}"' for part in path)
+
+
+def _nested(path: tuple[str, ...], value: Any) -> Any:
+    for part in reversed(path):
+        value = {part: value}
+    return value
+
+
+def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> RawSQL:
+    """`eq`, `ne` or `in` on a data field, type-exact on both databases: a value matches one of the same JSON
+    type that is equal to it (numbers compare as numbers, so 1 matches 1.0; true matches neither 1 nor "true";
+    null matches a field that holds null, not a missing one). `ne` matches the records that hold the field
+    (null included) with any other value: a record without the field matches neither.
+
+    On PostgreSQL an `eq` is also a jsonb containment (`data @> '{"k": v}'`, which the GIN index on `data`
+    serves), and both also compare the field expression (`field_sql`), which an author's declared index
+    serves. For the scalars filters take, containment and jsonb equality agree exactly."""
+    values = value if op == "in" else [value]
+    parts: list[str] = []
+    params: list[Any] = []
+    field = field_sql(path, vendor)
+    if vendor == "postgresql":
+        data = _data_column()
+        for v in values:
+            parts.append(f"{data} @> %s::jsonb")
+            params.append(json.dumps(_nested(path, v)))
+        if not parts:
+            return RawSQL("FALSE", [], output_field=BooleanField())
+        contained = " OR ".join(parts)
+        if op == "ne":
+            return RawSQL(f"({field} IS NOT NULL AND NOT ({contained}))", params, output_field=BooleanField())
+        compared = ", ".join(["%s::jsonb"] * len(values))
+        params += [json.dumps(v) for v in values]
+        return RawSQL(f"(({contained}) AND {field} IN ({compared}))", params, output_field=BooleanField())
+    typed = f"json_type({_data_column()}, '{_sqlite_path(path)}')"
+    for v in values:
+        if v is None:
+            parts.append(f"({typed} = 'null' AND {field} IS NULL)")
+        elif isinstance(v, bool):
+            parts.append(f"({typed} = '{'true' if v else 'false'}' AND {field} = {1 if v else 0})")
+        elif isinstance(v, (int, float)):
+            parts.append(f"({typed} IN ('integer', 'real') AND {field} = %s)")
+            params.append(v)
+        else:
+            parts.append(f"({typed} = 'text' AND {field} = %s)")
+            params.append(v)
+    if not parts:
+        return RawSQL("FALSE", [], output_field=BooleanField())
+    matched = " OR ".join(parts)
+    if op == "ne":
+        return RawSQL(
+            f"({typed} IS NOT NULL AND NOT COALESCE(({matched}), FALSE))", params, output_field=BooleanField()
+        )
+    return RawSQL(f"({matched})", params, output_field=BooleanField())
+
+
 class SqlStore:
     """The records of one storage in the database (the engine's `Store`), with hand-written SQL where
     the ORM cost more than the rest of a step."""
@@ -159,6 +241,11 @@ class SqlStore:
         for n, (path, op, value) in enumerate(where):
             if path == ("id",):
                 target = "record_id"
+            elif op in ("eq", "ne", "in"):
+                # Equality is written by hand (`equality_sql`): type-exact on both databases, and in the form
+                # the indexes serve.
+                qs = qs.filter(equality_sql(path, op, value, connection.vendor))
+                continue
             else:
                 # An alias per field keeps author field names (even 'gt' or 'contains') from being read as lookups.
                 target = f"_w{n}"
@@ -362,6 +449,19 @@ class SqlStore:
 
     def record_count(self) -> int:
         return Record.objects.filter(storage_id=self.storage_id).count()
+
+    def records_added(self, delta: int) -> int:
+        # Never below 0: records written around the engine (a bulk load, a test's fixtures) are not counted.
+        opts = Storage._meta
+        larger = "GREATEST" if connection.vendor == "postgresql" else "MAX"
+        sql = (
+            f"UPDATE {connection.ops.quote_name(opts.db_table)} SET records_held = {larger}(records_held + %s, 0) "
+            "WHERE id = %s RETURNING records_held"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [delta, opts.pk.get_db_prep_value(self.storage_id, connection)])
+            row = cursor.fetchone()
+        return int(row[0]) if row is not None else 0
 
 
 def _out_of_range(total: Any, by: int | float) -> bool:

@@ -67,6 +67,12 @@ class Store(Protocol):
         """Records in the whole storage (every collection)."""
         ...
 
+    def records_added(self, delta: int) -> int:
+        """Add `delta` (records created minus deleted by this call) to the storage's record counter, in the
+        call's transaction; returns the new total. Exact under concurrent calls: the counter is one row,
+        updated in place, so a second call waits for the first to commit and adds to its total."""
+        ...
+
 
 def document(record_id: str, data: dict[str, Any]) -> dict[str, Any]:
     """A record as routes see it: its data plus `id`."""
@@ -94,9 +100,9 @@ def missing(collection: str, record_id: str, action: str) -> OperationFailed:
 
 class MeteredStore:
     """A store with one call's accounting: records read and written (failing the call past the
-    limits) and records created (for the records-per-app limit)."""
+    limits) and records created and deleted (for the records-per-app limit)."""
 
-    __slots__ = ("store", "max_read", "max_written", "read", "written", "created")
+    __slots__ = ("store", "max_read", "max_written", "read", "written", "created", "deleted")
 
     def __init__(self, store: Store, *, max_read: int, max_written: int) -> None:
         self.store = store
@@ -105,6 +111,7 @@ class MeteredStore:
         self.read = 0
         self.written = 0
         self.created = 0
+        self.deleted = 0
 
     def _count_read(self, n: int) -> None:
         self.read += n
@@ -171,7 +178,9 @@ class MeteredStore:
 
     def delete(self, collection: str, record_id: str) -> dict[str, Any]:
         self._count_write()
-        return self.store.delete(collection, record_id)
+        record = self.store.delete(collection, record_id)
+        self.deleted += 1
+        return record
 
     def increment(
         self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool

@@ -14,6 +14,7 @@ from django.utils import timezone
 from apps_registry.access import app_for
 from apps_registry.exceptions import ConfirmationRequired
 from apps_registry.models import App, AuditEvent, Membership, Role, Storage
+from apps_registry.services.collection_indexes import collection_indexes_enqueue, declared_index_keys
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,8 @@ def app_delete(
     retained_until = None
     storage_id = storage.id if storage else None
     if storage is not None:
+        if declared_index_keys(app.collections):  # the app goes, and its indexes with it
+            collection_indexes_enqueue(storage_id=storage.id)
         if purge_storage:
             records_purged, _ = storage.records.all().delete()
             storage.delete()

@@ -26,13 +26,20 @@ from apps_registry.exceptions import (
 )
 from apps_registry.models import Advisory, App, AppVersion, AuditEvent, Route, Storage
 from apps_registry.routes import cache
-from apps_registry.routes.advisories import AUTHORING_KINDS, DOC_URL, AdvisoryDraft, authoring_advisories
+from apps_registry.routes.advisories import (
+    AUTHORING_KINDS,
+    DOC_URL,
+    AdvisoryDraft,
+    authoring_advisories,
+    unindexed_advisories,
+)
 from apps_registry.routes.authortests import AuthorTest, TestResult, failure_summary, run_test
 from apps_registry.routes.compiler import DefinitionParts, check_definition, compile_parts
 from apps_registry.routes.limits import Limits, current_limits
-from apps_registry.routes.runtime import record_count_forget, run_route
+from apps_registry.routes.runtime import run_route
 from apps_registry.routes.storage import SqlStore
 from apps_registry.services.apps import app_create
+from apps_registry.services.collection_indexes import collection_indexes_enqueue, declared_index_keys
 from apps_registry.values import clip, clip_repr, first_problems, parse_uuid
 
 
@@ -135,6 +142,7 @@ def definition_save(
             locked, _role = app_for(actor=actor, app_id=existing[0].id, need="author", for_update=True)
             previous = _current_version_row(locked)
             changes = _changes(app=locked, parts=parts, previous=previous, definition=definition, new=False)
+        declared_before = declared_index_keys(existing[0].collections) if existing is not None else set()
         app = _app_for_save(actor=actor, app_id=test_app_id, parts=parts)
         if existing is None:
             changes = _changes(app=app, parts=parts, previous=None, definition=definition, new=True)
@@ -142,6 +150,7 @@ def definition_save(
         changed = _sync_routes(app=app, parts=parts)
         Advisory.objects.filter(app=app, kind__in=AUTHORING_KINDS).delete()
         drafts = authoring_advisories(parts, limits) + tests_advisories(results)
+        drafts += unindexed_advisories(parts, limits, records_held=_records_held(app))
         Advisory.objects.bulk_create(
             Advisory(
                 app=app,
@@ -154,6 +163,9 @@ def definition_save(
             )
             for draft in drafts
         )
+        declared_now = declared_index_keys(parts.collections)
+        if declared_now or declared_now != declared_before:
+            _indexes_sync_queue(app)
         summary = changes_summary(changes, restored_from=restored_from)
         AppVersion.objects.create(
             app=app,
@@ -203,7 +215,6 @@ def tests_run(*, parts: DefinitionParts, actor: Any, role: str, app_id: str, lim
                 yield SqlStore(storage_id=storage.id, max_bytes=limits.record_bytes)
             finally:
                 transaction.set_rollback(True)
-                record_count_forget(storage.id)
 
     def run(store: SqlStore, test: AuthorTest) -> Any:
         return run_route(
@@ -364,6 +375,17 @@ def _app_for_save(*, actor: Any, app_id: uuid.UUID | str, parts: DefinitionParts
     return app
 
 
+def _records_held(app: App) -> int:
+    return Storage.objects.filter(app=app).values_list("records_held", flat=True).first() or 0
+
+
+def _indexes_sync_queue(app: App) -> None:
+    """Queue the sync of the app's declared indexes (built off the request, concurrently on PostgreSQL)."""
+    storage_id = Storage.objects.filter(app=app).values_list("id", flat=True).first()
+    if storage_id is not None:
+        collection_indexes_enqueue(storage_id=storage_id)
+
+
 def _sync_routes(*, app: App, parts: DefinitionParts) -> list[int]:
     """Make the app's routes match `parts`; returns the ids of routes that changed or went away."""
     existing = {route.name: route for route in Route.objects.select_for_update().filter(app=app)}
@@ -429,8 +451,11 @@ def app_definition_clear(*, actor: Any, app_id: uuid.UUID | str) -> App:
     route_ids = list(Route.objects.filter(app=app).values_list("pk", flat=True))
     Route.objects.filter(app=app).delete()
     Advisory.objects.filter(app=app, kind__in=AUTHORING_KINDS).delete()
+    had_indexes = bool(declared_index_keys(app.collections))
     app.collections = {}
     app.save(update_fields=["collections", "updated_at"])
+    if had_indexes:
+        _indexes_sync_queue(app)
     transaction.on_commit(lambda: cache.forget(route_ids))
     return app
 

@@ -15,12 +15,13 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from apps_registry.exceptions import Forbidden, InvalidInput, NotFound, OperationFailed
 from apps_registry.models import App, Record, Storage
 from apps_registry.services.apps import audit_record, retention_days
+from apps_registry.services.collection_indexes import collection_indexes_enqueue, declared_index_keys
 from apps_registry.values import clip, clip_repr, parse_uuid
 
 DEFAULT_BATCH_SIZE = 1000
@@ -142,9 +143,13 @@ def storage_restore(
     records = Record.objects.filter(storage=storage)
     if current is None or not current.records.exists():
         if current is not None:
+            if declared_index_keys(app.collections):
+                collection_indexes_enqueue(storage_id=current.id)  # its indexes go with it
             current.delete()
         storage.app, storage.app_uuid, storage.app_name, storage.detached_at = app, app.id, app.name, None
         storage.save(update_fields=["app", "app_uuid", "app_name", "detached_at"])
+        if declared_index_keys(app.collections):  # the app's declared indexes, now for this storage
+            collection_indexes_enqueue(storage_id=storage.id)
         restored = records.count()
         mode: Literal["attached", "merged"] = "attached"
         target_id = storage.id
@@ -169,6 +174,7 @@ def storage_restore(
                 details={"collisions": clash_count, "examples": sample},
             )
         restored = records.update(storage=current)
+        Storage.objects.filter(pk=current.pk).update(records_held=F("records_held") + restored)
         storage.delete()
         mode = "merged"
         target_id = current.id
@@ -225,6 +231,8 @@ def app_purge(
         if storage is not None:
             storage.app, storage.detached_at = None, timezone.now()
             storage.save(update_fields=["app", "detached_at"])
+            if declared_index_keys(app.collections):
+                collection_indexes_enqueue(storage_id=storage.id)
         app_uuid, app_name, owner = app.id, app.name, app.owner.get_username()
         app.delete()
         audit_record(

@@ -25,13 +25,24 @@ def _at(data: dict[str, Any], record_id: str, path: tuple[str, ...]) -> Any:
     return value
 
 
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    return "number" if isinstance(value, (int, float)) else type(value).__name__
+
+
+def same_value(value: Any, wanted: Any) -> bool:
+    """The engine's equality: the same JSON type and equal (numbers as numbers: 1 is 1.0; true is not 1)."""
+    return value is not _ABSENT and _kind(value) == _kind(wanted) and value == wanted
+
+
 def _matches(value: Any, op: str, wanted: Any) -> bool:
     if op == "eq":
-        return value is not _ABSENT and value == wanted
+        return same_value(value, wanted)
     if op == "ne":
-        return not (value is not _ABSENT and value == wanted)
+        return value is not _ABSENT and not same_value(value, wanted)
     if op == "in":
-        return value is not _ABSENT and value in wanted
+        return any(same_value(value, w) for w in wanted)
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (value, wanted))
     if not numbers and not (isinstance(value, str) and isinstance(wanted, str)):
         return False
@@ -178,3 +189,6 @@ class MemoryStore:
 
     def record_count(self) -> int:
         return len(self.records)
+
+    def records_added(self, delta: int) -> int:
+        return len(self.records)  # the writes already changed it

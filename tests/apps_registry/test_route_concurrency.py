@@ -65,3 +65,17 @@ def test_fifty_concurrent_inserts_of_one_id_leave_one_record_and_49_clear_failur
     assert len(failed) == CALLS - 1
     assert {f.message for f in failed} == {"A record items/only already exists; use update or upsert to change it."}
     assert Record.objects.filter(storage=app.storage, collection="items").count() == 1
+
+
+def test_fifty_concurrent_inserts_near_the_records_limit_stop_exactly_at_it(user, settings):
+    settings.CHARMING_ROUTES_MAX_RECORDS_PER_APP = 30
+    app = one_route_app(user, [{"insert": {"collection": "items", "value": "{'caller': params.i}"}}])
+    for i in range(5):
+        run(user, app, params={"i": -i})
+    results = call_concurrently(user, app, lambda i: {"i": i})
+    refused = [r for r in results if isinstance(r, OperationFailed)]
+    assert len(refused) == CALLS - 25
+    assert {r.details["limit"] for r in refused} == {"records_per_app"}
+    assert Record.objects.filter(storage=app.storage).count() == 30
+    app.storage.refresh_from_db(fields=["records_held"])
+    assert app.storage.records_held == 30

@@ -4,6 +4,8 @@ operation_failed naming the limit (run-time limits), and a failed call writes no
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from apps_registry.exceptions import InvalidDefinition, OperationFailed
 from apps_registry.models import Route
@@ -113,3 +115,49 @@ def test_an_app_cannot_hold_more_records_than_the_limit(user, settings):
     assert exc.value.details["limit"] == "records_per_app"
     assert exc.value.details["max"] == 3
     assert len(records(app)) == 3
+
+
+def _stored_count(app) -> int:
+    app.storage.refresh_from_db(fields=["records_held"])
+    return app.storage.records_held
+
+
+def test_the_records_per_app_limit_reads_a_counter_kept_by_the_writes_not_a_count(user, settings):
+    settings.CHARMING_ROUTES_MAX_RECORDS_PER_APP = 3
+    app = one_route_app(
+        user,
+        [{"insert": {"collection": "items", "id": "params.id", "value": "{'n': 1}"}}],
+        drop={"kind": "mutation", "steps": [{"delete": {"collection": "items", "id": "params.id"}}]},
+        put={"kind": "mutation", "steps": [{"upsert": {"collection": "items", "id": "params.id", "value": "{}"}}]},
+    )
+    run(user, app, params={"id": "a"})
+    run(user, app, "put", params={"id": "b"})
+    run(user, app, "put", params={"id": "b"})  # a merge creates nothing
+    assert _stored_count(app) == 2
+    with CaptureQueriesContext(connection) as queries:
+        run(user, app, params={"id": "c"})
+    assert not [q["sql"] for q in queries if "COUNT(" in q["sql"].upper()]
+    assert _stored_count(app) == 3
+    with pytest.raises(OperationFailed):
+        run(user, app, params={"id": "d"})
+    assert _stored_count(app) == 3  # the refused call's counter update was rolled back with it
+    run(user, app, "drop", params={"id": "a"})
+    assert _stored_count(app) == 2
+    run(user, app, params={"id": "d"})
+    assert sorted(records(app)) == ["b", "c", "d"] and _stored_count(app) == 3
+
+
+def test_a_call_that_deletes_as_many_as_it_inserts_passes_at_the_limit(user, settings):
+    settings.CHARMING_ROUTES_MAX_RECORDS_PER_APP = 2
+    app = one_route_app(
+        user,
+        [
+            {"delete": {"collection": "items", "id": "params.old"}},
+            {"insert": {"collection": "items", "id": "params.new", "value": "{}"}},
+        ],
+        add={"kind": "mutation", "steps": [{"insert": {"collection": "items", "id": "params.id", "value": "{}"}}]},
+    )
+    run(user, app, "add", params={"id": "a"})
+    run(user, app, "add", params={"id": "b"})
+    run(user, app, params={"old": "a", "new": "c"})
+    assert sorted(records(app)) == ["b", "c"] and _stored_count(app) == 2

@@ -1,0 +1,140 @@
+"""The indexes an app's author declares per collection (`"collections": {"checkins": {"indexes": [["habit_id",
+"date"]]}}`), kept in the database as expression indexes on the records table, one per declared index,
+partial to the app's storage and the collection.
+
+Saving a definition, deleting, purging or restoring an app queues `collection_indexes_sync` for the storage
+(a task run by `db_worker`): it reads what the storage's app declares *now*, creates the indexes missing
+(`CREATE INDEX CONCURRENTLY` on PostgreSQL, which cannot run inside a transaction, hence the task) and drops
+those no longer declared. A re-run, or a stale task, converges on the current definition.
+
+An index's expressions are `routes.storage.field_sql`, the form the engine's filters and ordering use, so the
+planner matches them; its name carries the storage id (`rix_<storage hex>_<hash of collection and fields>`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+
+from apps_registry.models import App, Record
+from apps_registry.routes.steps import NAME
+from apps_registry.routes.storage import field_sql
+
+PREFIX = "rix_"
+
+
+@dataclass(frozen=True)
+class DeclaredIndex:
+    name: str
+    collection: str
+    fields: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class IndexSync:
+    created: list[str]
+    dropped: list[str]
+
+
+def index_name(storage_id: uuid.UUID, collection: str, fields: tuple[str, ...]) -> str:
+    digest = hashlib.sha256(f"{collection}:{','.join(fields)}".encode()).hexdigest()[:16]
+    return f"{PREFIX}{storage_id.hex}_{digest}"
+
+
+def declared_index_keys(collections: Any) -> set[tuple[str, tuple[str, ...]]]:
+    """(collection, fields) of each index a `collections` declares."""
+    if not isinstance(collections, dict):
+        return set()
+    return {
+        (name, tuple(fields))
+        for name, spec in collections.items()
+        if isinstance(spec, dict) and isinstance(spec.get("indexes"), list)
+        for fields in spec["indexes"]
+        if isinstance(fields, list)
+    }
+
+
+def declared_indexes(storage_id: uuid.UUID, collections: Any) -> dict[str, DeclaredIndex]:
+    """The indexes a (checked) `collections` declares for a storage, by name."""
+    found: dict[str, DeclaredIndex] = {}
+    for collection, fields in declared_index_keys(collections):
+        name = index_name(storage_id, collection, fields)
+        found[name] = DeclaredIndex(name=name, collection=collection, fields=fields)
+    return found
+
+
+def collection_indexes_enqueue(*, storage_id: uuid.UUID) -> None:
+    """Queue a sync of the storage's indexes, with the caller's transaction (the task row commits with it)."""
+    from apps_registry.tasks import collection_indexes_task
+
+    collection_indexes_task.enqueue(storage_id=str(storage_id))
+
+
+def collection_indexes_sync(*, storage_id: uuid.UUID | str) -> IndexSync:
+    """Make the storage's indexes those its app declares now (none once the app is gone): create the
+    missing, drop the rest. Runs outside any transaction on PostgreSQL (CREATE INDEX CONCURRENTLY)."""
+    storage_uuid = storage_id if isinstance(storage_id, uuid.UUID) else uuid.UUID(str(storage_id))
+    postgres = connection.vendor == "postgresql"
+    if postgres and connection.in_atomic_block:
+        raise RuntimeError("collection_indexes_sync builds indexes concurrently: call it outside a transaction")
+    app = App.objects.filter(storage__id=storage_uuid).only("collections").first()
+    wanted = declared_indexes(storage_uuid, app.collections if app is not None else {})
+    existing = _existing(storage_uuid)
+    dropped = []
+    for name, valid in existing.items():
+        if name not in wanted or not valid:  # an interrupted concurrent build leaves an invalid index
+            _execute(f"DROP INDEX {'CONCURRENTLY ' if postgres else ''}IF EXISTS {connection.ops.quote_name(name)}")
+            if name not in wanted:
+                dropped.append(name)
+    created = []
+    for name, index in wanted.items():
+        if existing.get(name):
+            continue
+        _execute(_create_sql(storage_uuid, index))
+        created.append(name)
+    return IndexSync(created=sorted(created), dropped=sorted(dropped))
+
+
+def _create_sql(storage_id: uuid.UUID, index: DeclaredIndex) -> str:
+    vendor = connection.vendor
+    quote = connection.ops.quote_name
+    expressions = ", ".join(field_sql(tuple(f.split(".")), vendor, column=quote("data")) for f in index.fields)
+    table = quote(Record._meta.db_table)
+    # Both are literals the compiler checked (a UUID; a collection name of letters, digits and underscores),
+    # checked again here since they are written into the statement.
+    if not NAME.match(index.collection):
+        raise ValueError(f"not a collection name: {index.collection!r}")
+    storage = f"'{storage_id}'::uuid" if vendor == "postgresql" else f"'{storage_id.hex}'"
+    concurrently = "CONCURRENTLY " if vendor == "postgresql" else ""
+    return (
+        f"CREATE INDEX {concurrently}IF NOT EXISTS {quote(index.name)} ON {table} ({expressions}) "
+        f"WHERE storage_id = {storage} AND collection = '{index.collection}'"
+    )
+
+
+def _existing(storage_id: uuid.UUID) -> dict[str, bool]:
+    """The storage's indexes in the database, by name: whether each is valid (usable)."""
+    prefix = f"{PREFIX}{storage_id.hex}_"
+    table = Record._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "WHERE i.indrelid = %s::regclass AND starts_with(c.relname, %s)",
+                [table, prefix],
+            )
+            return {name: bool(valid) for name, valid in cursor.fetchall()}
+        cursor.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = %s AND substr(name, 1, %s) = %s",
+            [table, len(prefix), prefix],
+        )
+        return {name: True for (name,) in cursor.fetchall()}
+
+
+def _execute(sql: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql)

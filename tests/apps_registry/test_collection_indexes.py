@@ -1,0 +1,217 @@
+"""Indexes an author declares per collection: checked when saved, built by a task (concurrently on
+PostgreSQL), partial to the app's storage and collection, served to the engine's queries, dropped when no
+longer declared or when the app goes."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection, transaction
+from django_tasks_db.models import DBTaskResult
+
+from apps_registry.exceptions import InvalidDefinition
+from apps_registry.models import Record
+from apps_registry.routes.compiler import check_definition
+from apps_registry.routes.limits import Limits
+from apps_registry.routes.storage import SqlStore
+from apps_registry.services.apps import app_delete
+from apps_registry.services.collection_indexes import collection_indexes_sync, index_name
+from apps_registry.services.definitions import app_definition_save
+
+ROUTES = {"r": {"kind": "query", "steps": [{"return": "1"}]}}
+
+
+def _problems(collections, limits: Limits | None = None) -> list[dict]:
+    definition = {"name": "A", "collections": collections, "routes": ROUTES}
+    _parts, problems = check_definition(definition, limits or Limits())
+    return [p.as_dict() for p in problems]
+
+
+def test_declared_indexes_are_checked_with_a_path_for_each_problem():
+    assert _problems({"checkins": {"indexes": [["habit_id", "date"], ["meta.day"]]}}) == []
+    assert _problems({"c": {"index": [["a"]]}}) == [
+        {"path": "collections.c", "message": "unknown key(s) index; a collection takes: indexes"}
+    ]
+    assert _problems({"c": {"indexes": "a"}})[0]["path"] == "collections.c.indexes"
+    assert _problems({"c": {"indexes": [[]]}})[0]["path"] == "collections.c.indexes[0]"
+    assert _problems({"c": {"indexes": [["a", "id"]]}})[0]["path"] == "collections.c.indexes[0][1]"
+    assert _problems({"c": {"indexes": [["a-b"]]}})[0]["path"] == "collections.c.indexes[0][0]"
+    assert _problems({"c": {"indexes": [["a", "a"]]}}) == [
+        {"path": "collections.c.indexes[0]", "message": "names a field more than once"}
+    ]
+    assert _problems({"c": {"indexes": [["a"], ["a"]]}}) == [
+        {"path": "collections.c.indexes[1]", "message": "is the same index as collections.c.indexes[0]"}
+    ]
+    assert _problems({"c": {"indexes": [["a", "b", "c", "d", "e"]]}}) == [
+        {"path": "collections.c.indexes[0]", "message": "an index has at most 4 fields, got 5"}
+    ]
+
+
+def test_an_app_declares_at_most_the_limit_of_indexes():
+    collections = {"a": {"indexes": [["x"], ["y"]]}, "b": {"indexes": [["x"]]}}
+    assert _problems(collections, Limits(indexes_per_app=3)) == []
+    assert _problems(collections, Limits(indexes_per_app=2)) == [
+        {
+            "path": "collections",
+            "message": "the definition declares 3 indexes; the limit is 2",
+            "limit": "indexes_per_app",
+            "max": 2,
+        }
+    ]
+
+
+def _definition(indexes):
+    return {
+        "name": "Habits",
+        "collections": {"checkins": {"indexes": indexes} if indexes is not None else {}},
+        "routes": {
+            "recent": {
+                "kind": "query",
+                "steps": [
+                    {
+                        "find": {
+                            "collection": "checkins",
+                            "where": {"habit_id": "params.habit"},
+                            "order_by": "-date",
+                            "limit": "20",
+                        },
+                        "as": "found",
+                    },
+                    {"return": "found.map(r, r.id)"},
+                ],
+            }
+        },
+    }
+
+
+def _indexes_in_database(storage_id) -> set[str]:
+    prefix = f"rix_{storage_id.hex}_"
+    with connection.cursor() as cursor:
+        names = connection.introspection.get_constraints(cursor, Record._meta.db_table)
+    return {name for name in names if name.startswith(prefix)}
+
+
+def _plan(qs) -> str:
+    sql, params = qs.query.sql_with_params()
+    explain = "EXPLAIN " if connection.vendor == "postgresql" else "EXPLAIN QUERY PLAN "
+    with connection.cursor() as cursor:
+        cursor.execute(explain + sql, params)
+        return "\n".join(" ".join(str(c) for c in row) for row in cursor.fetchall())
+
+
+def _plan_without_gin(qs) -> str:
+    """The plan with only the declared indexes to choose from (PostgreSQL's GIN index on all data serves
+    equality too, and the planner may prefer it); the GIN index comes back with the rollback."""
+    if connection.vendor != "postgresql":
+        return _plan(qs)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("DROP INDEX apps_registry_record_data_gin")
+        plan = _plan(qs)
+        transaction.set_rollback(True)
+    return plan
+
+
+def _seed(storage, n=3000):
+    Record.objects.bulk_create(
+        Record(storage=storage, collection="checkins", record_id=str(i), data={"habit_id": f"h{i % 300}", "date": i})
+        for i in range(n)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
+def _lifecycle(user):
+    app = app_definition_save(actor=user, definition=_definition([["habit_id", "date"]]))
+    storage = app.storage
+    assert DBTaskResult.objects.filter(task_path__endswith="collection_indexes_task").count() == 1
+    name = index_name(storage.id, "checkins", ("habit_id", "date"))
+    assert collection_indexes_sync(storage_id=storage.id).created == [name]
+    assert _indexes_in_database(storage.id) == {name}
+    assert collection_indexes_sync(storage_id=storage.id).created == []  # a re-run changes nothing
+
+    _seed(storage)
+    qs = SqlStore(storage_id=storage.id, max_bytes=65536)._filtered("checkins", [(("habit_id",), "eq", "h7")])
+    assert sorted(int(r.record_id) for r in qs) == list(range(7, 3000, 300))
+    assert name in _plan_without_gin(qs)
+
+    app = app_definition_save(actor=user, definition=_definition(None), app_id=app.id)
+    assert collection_indexes_sync(storage_id=storage.id).dropped == [name]
+    assert _indexes_in_database(storage.id) == set()
+
+    app = app_definition_save(actor=user, definition=_definition([["date"]]), app_id=app.id)
+    collection_indexes_sync(storage_id=storage.id)
+    assert len(_indexes_in_database(storage.id)) == 1
+    app_delete(actor=user, app_id=app.id, purge_storage=False, confirmed_via="command")
+    assert collection_indexes_sync(storage_id=storage.id).dropped
+    assert _indexes_in_database(storage.id) == set()
+
+
+@pytest.mark.django_db
+def test_declared_indexes_are_built_served_and_dropped_on_sqlite(user):
+    if connection.vendor != "sqlite":
+        pytest.skip("the PostgreSQL run is the test below (concurrent builds need no transaction)")
+    _lifecycle(user)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_declared_indexes_are_built_concurrently_served_and_dropped_on_postgresql(user):
+    _lifecycle(user)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_the_sync_refuses_to_run_inside_a_transaction_on_postgresql(user):
+    app = app_definition_save(actor=user, definition=_definition([["habit_id"]]))
+    with pytest.raises(RuntimeError, match="outside a transaction"):
+        collection_indexes_sync(storage_id=app.storage.id)
+
+
+def test_an_index_on_an_undeclared_field_shape_is_refused_when_saved(user, db):
+    with pytest.raises(InvalidDefinition) as exc:
+        app_definition_save(actor=user, definition=_definition([["habit_id", "id"]]))
+    assert exc.value.errors[0]["path"] == "collections.checkins.indexes[0][1]"
+
+
+@pytest.mark.django_db
+def test_a_large_app_is_advised_to_index_the_fields_its_steps_filter_and_order_on(user, settings):
+    from apps_registry.models import Advisory, Storage
+
+    settings.CHARMING_ROUTES_UNINDEXED_ADVISORY_RECORDS = 100
+    app = app_definition_save(actor=user, definition=_definition(None))
+    assert not Advisory.objects.filter(app=app, kind="unindexed-field").exists()  # a small app: no advice
+    Storage.objects.filter(app=app).update(records_held=100)
+    app = app_definition_save(actor=user, definition=_definition(None), app_id=app.id)
+    advisory = Advisory.objects.get(app=app, kind="unindexed-field")
+    assert advisory.data == {"route": "recent", "step": 0, "collection": "checkins", "index": ["habit_id", "date"]}
+    assert "holds 100 records" in advisory.summary
+    assert '"collections": {"checkins": {"indexes": [["habit_id", "date"]]}}' in advisory.summary
+    app = app_definition_save(actor=user, definition=_definition([["habit_id"]]), app_id=app.id)
+    assert not Advisory.objects.filter(app=app, kind="unindexed-field").exists()
+    app = app_definition_save(actor=user, definition=_definition([["date"]]), app_id=app.id)
+    assert not Advisory.objects.filter(app=app, kind="unindexed-field").exists()  # the ordering is served
+    app = app_definition_save(actor=user, definition=_definition([["uid"]]), app_id=app.id)
+    assert Advisory.objects.filter(app=app, kind="unindexed-field").exists()
+
+
+@pytest.mark.django_db
+def test_restoring_retained_storage_into_an_app_builds_that_apps_indexes_for_it(user):
+    from apps_registry.services.retention import storage_restore
+    from tests.retention_helpers import retained
+
+    storage = retained(user, name="Old habits", count=3, days_ago=1)
+    target = app_definition_save(actor=user, definition=_definition([["habit_id"]]))
+    empty_storage_id = target.storage.id
+    if connection.vendor == "sqlite":
+        collection_indexes_sync(storage_id=empty_storage_id)
+        assert len(_indexes_in_database(empty_storage_id)) == 1
+    queued = DBTaskResult.objects.filter(task_path__endswith="collection_indexes_task")
+    before = set(queued.values_list("id", flat=True))
+    storage_restore(actor=None, storage_id=storage.id, to_app_id=target.id)
+    synced = {r.args_kwargs["kwargs"]["storage_id"] for r in queued.exclude(id__in=before)}
+    assert synced == {str(storage.id), str(empty_storage_id)}  # built for the restored one, dropped for the other
+    if connection.vendor == "sqlite":
+        assert collection_indexes_sync(storage_id=storage.id).created == [
+            index_name(storage.id, "checkins", ("habit_id",))
+        ]
+        assert collection_indexes_sync(storage_id=empty_storage_id).dropped
