@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from apps_registry.routes.limits import Limits
     from apps_registry.routes.store import MeteredStore
 
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
-FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,7}$")
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
+FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,7}\Z")
 WHERE_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in")
 # A fail step's message is for people (and agents): longer ones are clipped; details carry data.
 FAIL_MESSAGE_CHARS = 2000

@@ -124,7 +124,7 @@ def _after(columns: list[_Column], position: list[Any]) -> Q:
     return beyond_any
 
 
-_FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def field_sql(path: tuple[str, ...], vendor: str, *, column: str | None = None) -> str:

@@ -113,6 +113,12 @@ ROWS = [
         id="bad-collection-name",
     ),
     pytest.param(
+        app(collections={"c\n": {}}),
+        {},
+        [{"path": "collections.c\n", "message": BAD_COLLECTION}],
+        id="collection-name-ending-in-a-newline",
+    ),
+    pytest.param(
         app(collections={"c": 1}),
         {},
         [{"path": "collections.c", "message": "must be an object (it may be empty: {})"}],
@@ -138,6 +144,12 @@ ROWS = [
     ),
     pytest.param(
         app(routes={"my-route": ROUTE}), {}, [{"path": "routes.my-route", "message": BAD_ROUTE}], id="bad-route-name"
+    ),
+    pytest.param(
+        app(routes={"r\n": ROUTE}),
+        {},
+        [{"path": "routes.r\n", "message": BAD_ROUTE}],
+        id="route-name-ending-in-a-newline",
     ),
     pytest.param(
         app(routes={"r": "steps"}),
