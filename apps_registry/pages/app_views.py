@@ -12,6 +12,7 @@ import json
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -30,6 +31,7 @@ from apps_registry.exceptions import AccessDenied, CharmingError, HandlerError, 
 from apps_registry.models import App, Route
 from apps_registry.pages.forms import InvitationCreateForm
 from apps_registry.pages.hints import route_hints, route_title
+from apps_registry.pages.paging import CURSOR, is_paged, page_parts, without_cursor
 from apps_registry.pages.schema_forms import (
     ResultView,
     SchemaForm,
@@ -69,6 +71,8 @@ class QueryPanel:
     view: ResultView | None = None
     error: str = ""
     carry: list[tuple[str, str]] | None = None  # the other views' filters, kept when this one is submitted
+    next_url: str = ""  # a paged view's next page (the same filters, the route's next_cursor)
+    first_url: str = ""  # back to its first page, once past it
 
 
 @dataclass
@@ -91,7 +95,10 @@ def refusal_page(request: HttpRequest, app: App, error: CharmingError) -> HttpRe
 
 def _query_panel(request: HttpRequest, app: App, route: Route) -> QueryPanel:
     prefix = f"{route.name}."
-    form = schema_form(route.input_schema_ordered, id_prefix=f"q-{route.name}", prefix=prefix)
+    paged = is_paged(route.input_schema_ordered, route.output_schema_ordered)
+    input_schema = without_cursor(route.input_schema_ordered) if paged else route.input_schema_ordered
+    form = schema_form(input_schema, id_prefix=f"q-{route.name}", prefix=prefix)
+    cursor_key = prefix + CURSOR
     carry = [(key, value) for key, values in request.GET.lists() if not key.startswith(prefix) for value in values]
     panel = QueryPanel(route=route, title=route_title(route), form=form, carry=carry)
     submitted = any(key.startswith(prefix) for key in request.GET)
@@ -99,8 +106,10 @@ def _query_panel(request: HttpRequest, app: App, route: Route) -> QueryPanel:
     if form.has_errors or not (submitted or not form.required_names()):
         return panel
     panel.ran = True
+    cursor = request.GET.get(cursor_key, "")[:4096] if paged else ""
+    params = {**form.params, CURSOR: cursor} if cursor else form.params
     try:
-        result = route_run(actor=request.user, app_id=app.id, op=route.name, params=form.params, kind="query")
+        result = route_run(actor=request.user, app_id=app.id, op=route.name, params=params, kind="query")
     except InvalidInput as error:
         errors_place(form, error.errors, fallback=error.message)
         panel.error = "Check the filter: " + error.message
@@ -108,7 +117,15 @@ def _query_panel(request: HttpRequest, app: App, route: Route) -> QueryPanel:
         panel.error = error.message
     else:
         hints = route_hints(route)
-        panel.view = result_view(result.value, route.output_schema_ordered, view=hints.view, columns=hints.columns)
+        value, output_schema = result.value, route.output_schema_ordered
+        if paged:
+            value, output_schema, next_cursor = page_parts(value, output_schema)
+            others = [(key, item) for key, items in request.GET.lists() if key != cursor_key for item in items]
+            if next_cursor:
+                panel.next_url = _view_url(app, route, [*others, (cursor_key, next_cursor)])
+            if cursor:
+                panel.first_url = _view_url(app, route, others)
+        panel.view = result_view(value, output_schema, view=hints.view, columns=hints.columns)
     return panel
 
 
@@ -245,6 +262,10 @@ def route_submit(request: HttpRequest, app_id: uuid.UUID, op: str) -> HttpRespon
         messages.success(request, f"{route_title(route)}: done.")
         return redirect(_page_url(app, request.POST.get("_back", "")))
     return app_page_render(request, app, role, failed=(op, form), status=400)
+
+
+def _view_url(app: App, route: Route, query: list[tuple[str, str]]) -> str:
+    return f"{reverse('app_page', args=[app.id])}?{urlencode(query)}#view-{route.name}"
 
 
 def _page_url(app: App, back: str) -> str:

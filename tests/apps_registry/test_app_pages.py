@@ -328,3 +328,86 @@ def test_the_owner_sees_the_definition_history_and_members_do_not(client, user, 
     membership_set(actor=user, app=budget, user=viewer, role="viewer")
     client.force_login(viewer)
     assert 'id="history"' not in text(client.get(page_url(budget)))
+
+
+PAGED = {
+    "kind": "query",
+    "title": "Expenses",
+    "input": {
+        "type": "object",
+        "properties": {"cursor": {"type": ["string", "null"]}, "size": {"type": "integer", "minimum": 1}},
+        "additionalProperties": False,
+    },
+    "output": {
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {"type": "object", "properties": {"what": {"type": "string"}}}},
+            "next_cursor": {"type": ["string", "null"]},
+            "truncated": {"type": "boolean"},
+        },
+        "required": ["items", "next_cursor"],
+    },
+    "steps": [
+        {
+            "find": {
+                "collection": "expenses",
+                "order_by": "what",
+                "limit": "has(params.size) ? params.size : 2",
+                "cursor": "has(params.cursor) ? params.cursor : null",
+            },
+            "as": "page",
+        },
+        {"return": "page"},
+    ],
+}
+
+
+@pytest.fixture
+def paged(user):
+    add = {
+        "kind": "mutation",
+        "input": {"type": "object"},
+        "steps": [{"insert": {"collection": "expenses", "value": "params"}}],
+    }
+    app = app_definition_save(
+        actor=user,
+        definition={"name": "Paged", "collections": {"expenses": {}}, "routes": {"list": PAGED, "add": add}},
+    )
+    for what in ("apples", "bread", "cheese", "dates", "eggs"):
+        run(user, app, "add", {"what": what})
+    return app
+
+
+def _links(html: str) -> dict[str, str]:
+    return {
+        label: href.replace("&amp;", "&")
+        for href, label in re.findall(r'<a href="([^"]+)"[^>]*>(Next page|First page)</a>', html)
+    }
+
+
+def test_a_paged_view_shows_a_page_as_a_table_with_a_next_page_link_not_a_cursor_box(owner_client, paged):
+    first = text(owner_client.get(page_url(paged)))
+
+    assert 'name="list.cursor"' not in first
+    assert "apples" in first and "bread" in first and "cheese" not in first
+    links = _links(owner_client.get(page_url(paged)).content.decode())
+    assert set(links) == {"Next page"}
+
+    second = owner_client.get(links["Next page"]).content.decode()
+    assert "cheese" in second and "dates" in second and "apples" not in second
+    assert set(_links(second)) == {"Next page", "First page"}
+
+    last = owner_client.get(_links(second)["Next page"]).content.decode()
+    assert "eggs" in last and "dates" not in last
+    assert set(_links(last)) == {"First page"}
+    assert "apples" in owner_client.get(_links(last)["First page"]).content.decode()
+
+
+def test_a_paged_view_keeps_its_filter_and_refuses_an_altered_cursor_in_words(owner_client, paged):
+    page = owner_client.get(page_url(paged), {"list.size": "4"}).content.decode()
+    assert "dates" in page and "eggs" not in page
+    assert "list.size=4" in _links(page)["Next page"]
+
+    refused = text(owner_client.get(page_url(paged), {"list.cursor": "not-a-cursor"}))
+
+    assert "is not valid for this query" in refused and "Start again without a cursor" in refused
