@@ -87,6 +87,10 @@ def rate_budget_take(
     tat = _tat_of(key)
     if tat is None or tat <= admit_until:  # a non-member (gated), or the row was swept between the two statements
         return None
+    if member is not None and not Membership.objects.filter(app_id=member[0], user_id=member[1]).exists():
+        # A spent budget refuses members only: telling a non-member "rate_limited" would say the app exists (and
+        # is busy) where the access rules answer not_found. Read only on this refusal path.
+        return None
     return tat - admit_until
 
 

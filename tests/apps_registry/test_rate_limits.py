@@ -10,7 +10,7 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from apps_registry.access import membership_set
-from apps_registry.exceptions import AuthenticationFailed, RateLimited
+from apps_registry.exceptions import AuthenticationFailed, NotFound, RateLimited
 from apps_registry.models import ApiToken, RateBudget, Record
 from apps_registry.ratelimits import RATE_LIMITS, current_rate
 from apps_registry.services.definitions import app_definition_save
@@ -22,6 +22,7 @@ from apps_registry.services.rate_limits import (
     rate_budget_take,
     token_budget_take,
 )
+from apps_registry.services.routes import route_run
 from apps_registry.services.tokens import token_create
 from tests.mcp_tools.test_mutate_app import DEFINITION
 
@@ -236,6 +237,20 @@ def test_the_app_budget_counts_its_members_calls_only(settings, user, other_user
     assert refused.value.message.startswith(
         "This app had too many calls (its limit, across all its callers: 1 per minute, bursts of 2). Nothing ran;"
     )
+
+
+@pytest.mark.django_db
+def test_a_spent_app_budget_tells_a_non_member_nothing(settings, user, other_user):
+    limit(settings, "app", per_minute=1, burst=1)
+    app = app_definition_save(actor=user, definition=DEFINITION)
+    app_budget_take(actor=user, app_id=app.id)
+    with pytest.raises(RateLimited):
+        app_budget_take(actor=user, app_id=app.id)
+
+    app_budget_take(actor=other_user, app_id=app.id)  # admitted here: the access rules answer not_found, as for any id
+
+    with pytest.raises(NotFound):
+        route_run(actor=other_user, app_id=app.id, op="add_expense", params={}, kind="mutation")
 
 
 # --- failed authentications per address ---
