@@ -18,6 +18,7 @@ ROUTE_KEYS = ("kind", "description", "input", "output", "steps", "handler", *HIN
 LEGACY_ACTIONS = ("insert", "update", "delete")
 DEFAULT_INPUT: dict[str, Any] = {"type": "object"}
 INDEX_FIELDS = 4  # fields in one declared index
+PROBLEMS_LISTED = 100  # problems one check reports by name (then a count of the rest)
 
 
 @dataclass
@@ -84,6 +85,18 @@ def legacy_steps(handler: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _listed(problems: list[Problem]) -> list[Problem]:
+    """At most PROBLEMS_LISTED problems, then one saying how many more: a definition repeating one mistake
+    100,000 times gets a report of a readable size, not 100,000 lines."""
+    if len(problems) <= PROBLEMS_LISTED:
+        return problems
+    more = len(problems) - PROBLEMS_LISTED
+    return [
+        *problems[:PROBLEMS_LISTED],
+        Problem("$", f"and {more} more problems not listed: fix these and check again"),
+    ]
+
+
 def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts | None, list[Problem]]:
     """Check a whole app definition; return its parts and every problem found (with paths)."""
     problems: list[Problem] = []
@@ -116,6 +129,10 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
             problems.append(Problem(f"collections.{cname}", bad_name("a collection name")))
         if not isinstance(spec, dict):
             problems.append(Problem(f"collections.{cname}", "must be an object (it may be empty: {})"))
+            continue
+        declared = spec.get("indexes")
+        if isinstance(declared, list) and indexes + len(declared) > limits.indexes_per_app:
+            indexes += len(declared)  # counted, not walked: over the limit, that alone refuses the definition
             continue
         indexes += _check_collection(cname, spec, problems)
     if indexes > limits.indexes_per_app:
@@ -155,7 +172,7 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
         definition.get("tests"), route_kinds, lambda path, message: problems.append(Problem(path, message))
     )
     if problems:
-        return None, problems
+        return None, _listed(problems)
     assert isinstance(name, str)
     return (
         DefinitionParts(

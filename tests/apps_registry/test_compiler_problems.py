@@ -799,3 +799,25 @@ def test_a_valid_definition_has_no_problems(definition):
     parts, problems = check_definition(definition, Limits())
     assert problems == []
     assert parts is not None
+
+
+def test_a_definition_far_over_the_index_limit_is_refused_on_its_count_without_walking_each_index():
+    definition = app(collections={"c": {"indexes": [["a"]] * 100_000}})
+
+    _parts, problems = check_definition(definition, Limits())
+
+    assert [(p.path, p.message) for p in problems] == [
+        ("collections", "the definition declares 100000 indexes; the limit is 10")
+    ]
+
+
+def test_a_report_lists_a_hundred_problems_then_counts_the_rest():
+    definition = app(routes={f"r{i}": {"kind": "query", "steps": "x"} for i in range(150)})
+
+    _parts, problems = check_definition(definition, Limits(routes_per_app=200))
+
+    assert len(problems) == 101
+    assert (problems[-1].path, problems[-1].message) == (
+        "$",
+        "and 50 more problems not listed: fix these and check again",
+    )
