@@ -127,6 +127,25 @@ def _after(columns: list[_Column], position: list[Any]) -> Q:
 _FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
+# PostgreSQL's SQLSTATE for "program limit exceeded": among them, a B-tree entry over ~2,700 bytes.
+PROGRAM_LIMIT_EXCEEDED = "54000"
+
+
+def index_entry_too_large(error: BaseException) -> bool:
+    """Whether a write failed because a value is too large for an index (PostgreSQL: an author-declared
+    index's entry over the B-tree limit). SQLite has no such limit."""
+    return getattr(error.__cause__, "sqlstate", None) == PROGRAM_LIMIT_EXCEEDED
+
+
+def index_entry_refusal() -> OperationFailed:
+    return OperationFailed(
+        "A value this call writes is too large for an index the app declares: PostgreSQL keeps at most about "
+        "2,700 bytes per entry of an index. Nothing was written. Write a shorter value to the indexed field, or "
+        "remove that field from the collection's indexes.",
+        details={"limit": "index_entry_bytes", "max": 2700},
+    )
+
+
 def field_sql(path: tuple[str, ...], vendor: str, *, column: str | None = None) -> str:
     """A data field as SQL, written the one way both the engine's filters and the indexes an author declares
     use (an expression index serves a query only when the expressions match; on PostgreSQL this is also

@@ -14,15 +14,18 @@ planner matches them; its name carries the storage id (`rix_<storage hex>_<hash 
 from __future__ import annotations
 
 import hashlib
+import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from apps_registry.models import App, Record
 from apps_registry.routes.steps import NAME
 from apps_registry.routes.storage import field_sql
+
+logger = logging.getLogger(__name__)
 
 PREFIX = "rix_"
 
@@ -38,6 +41,7 @@ class DeclaredIndex:
 class IndexSync:
     created: list[str]
     dropped: list[str]
+    failed: list[str] = field(default_factory=list)
 
 
 def index_name(storage_id: uuid.UUID, collection: str, fields: tuple[str, ...]) -> str:
@@ -90,13 +94,22 @@ def collection_indexes_sync(*, storage_id: uuid.UUID | str) -> IndexSync:
             _execute(f"DROP INDEX {'CONCURRENTLY ' if postgres else ''}IF EXISTS {connection.ops.quote_name(name)}")
             if name not in wanted:
                 dropped.append(name)
-    created = []
+    created: list[str] = []
+    failed: list[str] = []
     for name, index in wanted.items():
         if existing.get(name):
             continue
-        _execute(_create_sql(storage_uuid, index))
+        try:
+            _execute(_create_sql(storage_uuid, index))
+        except DatabaseError:
+            # Records already there that the index cannot hold (PostgreSQL: an entry over its B-tree limit):
+            # leave no invalid index behind and build the others. The engine's queries stay correct without it.
+            logger.warning("Index %s for storage %s could not be built", name, storage_uuid, exc_info=True)
+            _execute(f"DROP INDEX {'CONCURRENTLY ' if postgres else ''}IF EXISTS {connection.ops.quote_name(name)}")
+            failed.append(name)
+            continue
         created.append(name)
-    return IndexSync(created=sorted(created), dropped=sorted(dropped))
+    return IndexSync(created=sorted(created), dropped=sorted(dropped), failed=sorted(failed))
 
 
 def _create_sql(storage_id: uuid.UUID, index: DeclaredIndex) -> str:

@@ -22,7 +22,7 @@ from apps_registry.models import Advisory, App, Feedback, FeedbackResponse, Memb
 from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import run_route
-from apps_registry.routes.storage import SqlStore
+from apps_registry.routes.storage import SqlStore, index_entry_refusal, index_entry_too_large
 from apps_registry.services.advisories import AdvisoryNote, AdvisoryState, advisories_for_call
 from apps_registry.services.idempotency import (
     IdempotencyKey,
@@ -87,8 +87,10 @@ def route_run(
             # A concurrent call with the same key committed first; this one's writes were rolled back. Run again:
             # this time the lookup finds the first call's result and returns it.
             continue
-        except DatabaseError:
+        except DatabaseError as error:
             if not committing:
+                if index_entry_too_large(error):
+                    raise index_entry_refusal() from None
                 raise  # failed before COMMIT: nothing was written
             # The COMMIT was sent and its answer lost: it may have been carried out. "Try again" would invite a
             # second write; say so, unless the call's key tells (its result commits with the mutation).

@@ -4,6 +4,8 @@ longer declared or when the app goes."""
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 from django.db import connection, transaction
 from django_tasks_db.models import DBTaskResult
@@ -215,3 +217,53 @@ def test_restoring_retained_storage_into_an_app_builds_that_apps_indexes_for_it(
             index_name(storage.id, "checkins", ("habit_id",))
         ]
         assert collection_indexes_sync(storage_id=empty_storage_id).dropped
+
+
+def _with_add(indexes):
+    definition = _definition(indexes)
+    definition["routes"]["add"] = {
+        "kind": "mutation",
+        "input": {"type": "object"},
+        "steps": [{"insert": {"collection": "checkins", "value": "params"}}],
+    }
+    return definition
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_value_too_large_for_a_declared_index_fails_the_write_in_words_on_postgresql(user):
+    from apps_registry.exceptions import OperationFailed
+    from apps_registry.services.routes import route_run
+
+    app = app_definition_save(actor=user, definition=_with_add([["habit_id"]]))
+    collection_indexes_sync(storage_id=app.storage.id)
+
+    with pytest.raises(OperationFailed) as refused:
+        route_run(
+            actor=user, app_id=app.id, op="add", params={"habit_id": secrets.token_urlsafe(4000)}, kind="mutation"
+        )
+
+    assert "too large for an index the app declares" in refused.value.message
+    assert not Record.objects.filter(storage=app.storage).exists()
+    route_run(actor=user, app_id=app.id, op="add", params={"habit_id": "x" * 2000}, kind="mutation")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_an_index_its_records_cannot_fit_is_skipped_leaving_no_invalid_index_on_postgresql(user):
+    from apps_registry.services.routes import route_run
+
+    app = app_definition_save(actor=user, definition=_with_add(None))
+    route_run(
+        actor=user,
+        app_id=app.id,
+        op="add",
+        params={"habit_id": secrets.token_urlsafe(4000), "date": "d"},
+        kind="mutation",
+    )
+    app = app_definition_save(actor=user, definition=_with_add([["habit_id"], ["date"]]), app_id=app.id)
+
+    sync = collection_indexes_sync(storage_id=app.storage.id)
+
+    assert sync.failed == [index_name(app.storage.id, "checkins", ("habit_id",))]
+    assert _indexes_in_database(app.storage.id) == {index_name(app.storage.id, "checkins", ("date",))}
