@@ -48,6 +48,11 @@ class Limits:
     indexes_per_app: int = _limit(
         10, "CHARMING_ROUTES_MAX_INDEXES", "indexes one app definition declares across all its collections"
     )
+    indexes_per_owner: int = _limit(
+        30,
+        "CHARMING_ROUTES_MAX_INDEXES_PER_OWNER",
+        "indexes all of one owner's app definitions declare together (built in the table every app shares)",
+    )
     unindexed_advisory_records: int = _limit(
         10_000,
         "CHARMING_ROUTES_UNINDEXED_ADVISORY_RECORDS",

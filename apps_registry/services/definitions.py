@@ -144,6 +144,7 @@ def definition_save(
             changes = _changes(app=locked, parts=parts, previous=previous, definition=definition, new=False)
         declared_before = declared_index_keys(existing[0].collections) if existing is not None else set()
         app = _app_for_save(actor=actor, app_id=test_app_id, parts=parts)
+        _owner_indexes_check(app=app, collections=parts.collections, limits=limits)
         if existing is None:
             changes = _changes(app=app, parts=parts, previous=None, definition=definition, new=True)
         version = _version_bump(app=app, expected_version=expected_version)
@@ -373,6 +374,31 @@ def _app_for_save(*, actor: Any, app_id: uuid.UUID | str, parts: DefinitionParts
     app.collections = parts.collections
     app.save(update_fields=["collections"])
     return app
+
+
+def _owner_indexes_check(*, app: App, collections: Any, limits: Limits) -> None:
+    """Refuse a definition whose indexes, with those the owner's other apps declare, pass the per-owner limit:
+    every declared index is built in the one records table all apps share, where each one costs every write a
+    little, so one account may not pile them up."""
+    mine = len(declared_index_keys(collections))
+    if not mine:
+        return
+    others = sum(
+        len(declared_index_keys(declared))
+        for declared in App.objects.filter(owner_id=app.owner_id)
+        .exclude(pk=app.pk)
+        .values_list("collections", flat=True)
+    )
+    limit = limits.indexes_per_owner
+    if mine + others > limit:
+        message = (
+            f"the owner's other apps declare {others} indexes and this definition {mine}; together they may declare "
+            f"at most {limit}: drop indexes here or in another app"
+        )
+        raise InvalidDefinition(
+            f"The app definition has 1 problem(s); nothing was saved. collections: {message}.",
+            errors=[{"path": "collections", "message": message, "limit": "indexes_per_owner", "max": limit}],
+        )
 
 
 def _records_held(app: App) -> int:

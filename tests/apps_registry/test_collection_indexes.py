@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django_tasks_db.models import DBTaskResult
 
 from apps_registry.exceptions import InvalidDefinition
-from apps_registry.models import Record
+from apps_registry.models import App, Record
 from apps_registry.routes.compiler import check_definition
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.storage import SqlStore
@@ -267,3 +267,27 @@ def test_an_index_its_records_cannot_fit_is_skipped_leaving_no_invalid_index_on_
 
     assert sync.failed == [index_name(app.storage.id, "checkins", ("habit_id",))]
     assert _indexes_in_database(app.storage.id) == {index_name(app.storage.id, "checkins", ("date",))}
+
+
+@pytest.mark.django_db
+def test_one_owners_apps_declare_at_most_the_per_owner_limit_of_indexes_together(user, other_user, settings):
+    settings.CHARMING_ROUTES_MAX_INDEXES_PER_OWNER = 3
+    first = app_definition_save(actor=user, definition=_definition([["habit_id"], ["date"]]))
+    app_definition_save(actor=other_user, definition=_definition([["habit_id"], ["date"]]))  # another owner's
+
+    with pytest.raises(InvalidDefinition) as refused:
+        app_definition_save(actor=user, definition=_definition([["habit_id"], ["uid"]]))
+
+    assert refused.value.errors == [
+        {
+            "path": "collections",
+            "message": "the owner's other apps declare 2 indexes and this definition 2; together they may declare "
+            "at most 3: drop indexes here or in another app",
+            "limit": "indexes_per_owner",
+            "max": 3,
+        }
+    ]
+    assert App.objects.filter(owner=user).count() == 1
+    second = app_definition_save(actor=user, definition=_definition([["uid"]]))  # 3 in all: allowed
+    app_definition_save(actor=user, definition=_definition([["date"]]), app_id=first.id)  # replacing its own
+    assert second.collections == {"checkins": {"indexes": [["uid"]]}}
