@@ -7,12 +7,14 @@ import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
+from oauth2_provider.exceptions import OAuthToolkitError
+from oauth2_provider.models import get_application_model
 from oauth2_provider.oauth2_backends import _add_iss_to_redirect
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import (
@@ -87,8 +89,7 @@ class CharmingAuthorizationView(AuthorizationView):
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         problem = resource_problem(request.GET.getlist("resource"))
         if problem:
-            error = {"error": "invalid_target", "description": problem}
-            return self.render_to_response({"error": error}, status=400)
+            return self._invalid_target(request, problem)
         response = super().get(request, *args, **kwargs)
         _allow_consent_redirect(response)
         return response
@@ -100,6 +101,23 @@ class CharmingAuthorizationView(AuthorizationView):
             error = {"error": "invalid_target", "description": problem}
             return self.render_to_response({"error": error}, status=400)
         return super().form_valid(form)
+
+    def _invalid_target(self, request: HttpRequest, problem: str) -> HttpResponseBase:
+        """RFC 8707's invalid_target, redirected to the client when its request is otherwise valid (client and
+        redirect URI checked first, so this never redirects anywhere unregistered); else shown to the person."""
+        try:
+            _scopes, credentials = self.validate_authorization_request(request)
+        except OAuthToolkitError:
+            credentials = None
+        if credentials is None or not credentials.get("redirect_uri"):
+            return self.render_to_response({"error": {"error": "invalid_target", "description": problem}}, status=400)
+        answer = {"error": "invalid_target", "error_description": problem}
+        if credentials.get("state"):
+            answer["state"] = credentials["state"]
+        redirect_uri = credentials["redirect_uri"]
+        separator = "&" if "?" in redirect_uri else "?"
+        application = get_application_model().objects.filter(client_id=credentials["client_id"]).first()
+        return self.redirect(redirect_uri + separator + urlencode(answer), application)
 
     def redirect(self, redirect_to: str, application: Any) -> HttpResponseBase:
         # RFC 9207: every authorization response names the issuer, errors included. DOT adds `iss` only to the

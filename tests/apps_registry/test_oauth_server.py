@@ -214,14 +214,24 @@ def test_a_code_exchanged_with_another_redirect_uri_is_refused(browser, client_i
     assert response.json()["error"] in {"invalid_grant", "invalid_request"}
 
 
-def test_a_resource_this_server_does_not_serve_is_refused_before_consent(browser, client_id):
-    page = consent_page(browser, client_id, resource="https://other.example/mcp")
+def test_a_resource_this_server_does_not_serve_is_refused_before_consent_by_redirect(browser, client_id):
+    # RFC 8707 section 2: invalid_target, answered to the client (its redirect URI is registered) so it learns why.
+    query = _redirected_error(consent_page(browser, client_id, resource="https://other.example/mcp"))
+
+    assert query["error"] == ["invalid_target"]
+    assert "The resource 'https://other.example/mcp' is not served here" in query["error_description"][0]
+    assert query["state"] == ["st-1"]
+    assert query["iss"] == ["http://127.0.0.1:8000"]
+    assert "code" not in query
+
+
+def test_a_foreign_resource_with_an_unregistered_redirect_uri_is_refused_without_redirecting(browser, client_id):
+    page = consent_page(
+        browser, client_id, resource="https://other.example/mcp", redirect_uri="http://127.0.0.1:9999/elsewhere"
+    )
 
     assert page.status_code == 400
     assert "Location" not in page
-    html = page.content.decode()
-    assert "invalid_target" in html
-    assert "The resource &#x27;https://other.example/mcp&#x27; is not served here" in html
 
 
 def test_a_resource_smuggled_into_the_consent_form_is_refused(browser, client_id):
