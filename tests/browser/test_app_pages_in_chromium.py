@@ -197,3 +197,37 @@ def test_home_and_app_page_read_well_on_a_phone(browser, live_server):
         assert re.search(r"books", page.locator("#view-list_expenses").inner_text())
     finally:
         context.close()
+
+
+def test_a_paged_view_walks_its_pages_by_link_in_chromium(page, browser, live_server):
+    from tests.apps_registry.route_helpers import run
+    from tests.apps_registry.test_app_pages import PAGED
+
+    sign_up(page, "pia")
+    pia = get_user_model().objects.get(username="pia")
+    add = {
+        "kind": "mutation",
+        "input": {"type": "object"},
+        "steps": [{"insert": {"collection": "expenses", "value": "params"}}],
+    }
+    app = app_definition_save(
+        actor=pia, definition={"name": "Paged", "collections": {"expenses": {}}, "routes": {"list": PAGED, "add": add}}
+    )
+    for what in ("apples", "bread", "cheese", "dates", "eggs"):
+        run(pia, app, "add", {"what": what})
+
+    page.goto(f"/apps/{app.id}/")
+    view = page.locator("#view-list")
+    expect(view.locator("table.data tbody tr")).to_have_count(2)
+    expect(view).to_contain_text("apples")
+    assert view.locator("[name='list.cursor']").count() == 0
+
+    view.locator("a[rel=next]").click()
+    expect(view.locator("table.data")).to_contain_text("cheese")
+    expect(view).not_to_contain_text("apples")
+    view.locator("a[rel=next]").click()
+    expect(view.locator("table.data tbody tr")).to_have_count(1)
+    expect(view).to_contain_text("eggs")
+    expect(view.locator("a[rel=next]")).to_have_count(0)
+    view.locator("text=First page").click()
+    expect(view).to_contain_text("apples")
