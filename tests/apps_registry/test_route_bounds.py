@@ -499,7 +499,7 @@ def test_a_non_finite_double_in_params_is_invalid_input(user):
         ({"gt": "null"}, "a number or a string to compare with gt, got null"),
         ({"lte": "{'a': 1}"}, "a number or a string to compare with lte, got map"),
         ({"eq": "[1]"}, "a string, number, bool, null, got list"),
-        ({"in": "[1, {'a': 1}]"}, "a list of strings, numbers or bools, got map"),
+        ({"in": "[1, {'a': 1}]"}, "a list of strings, numbers, bools or nulls, got map"),
     ],
 )
 def test_a_where_value_of_the_wrong_type_is_a_handler_error_naming_the_field(user, test, expected):
