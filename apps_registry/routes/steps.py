@@ -543,7 +543,9 @@ def where_values(step: Step, call: Call) -> Where:
             if not _is_orderable(value):
                 raise wrong(step, call, at, f"a number or a string to compare with {condition.op}", value)
         elif any(not _is_scalar(v) for v in values):
-            expected = "a list of strings, numbers, bools or nulls" if condition.op == "in" else "a string, number, bool, null"
+            expected = (
+                "a list of strings, numbers, bools or nulls" if condition.op == "in" else "a string, number, bool, null"
+            )
             raise wrong(step, call, at, expected, value if condition.op != "in" else _first_bad(values, _is_scalar))
         where.append((condition.path, condition.op, value))
     return where
