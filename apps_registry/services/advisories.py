@@ -151,7 +151,9 @@ def _open_notes(app: App, state: AdvisoryState) -> tuple[AdvisoryNote, ...]:
     # the next call's lookup (which sees it too) finds no snapshot to match and reads again.
     if read.fingerprint == state.fingerprint:
         if len(_SNAPSHOTS) >= SNAPSHOT_APPS:
-            _SNAPSHOTS.pop(next(iter(_SNAPSHOTS)), None)
+            # Start over rather than evict one: clear() is one atomic step for the threads sharing the dict,
+            # where iterating it to find the oldest could meet another thread's insert mid-way.
+            _SNAPSHOTS.clear()
         _SNAPSHOTS[app.pk] = (state.fingerprint, notes)
     return notes
 

@@ -134,3 +134,16 @@ def test_advisories_are_not_read_unless_asked_for(user, app):
         result = route_run(actor=user, app_id=app.id, op="r", params=None, kind="mutation")
     assert result.advisories == ()
     assert not any(Advisory._meta.db_table in q["sql"] for q in plain.captured_queries)
+
+
+def test_the_snapshot_stays_within_its_bound_and_every_result_keeps_its_advisories(user, monkeypatch):
+    monkeypatch.setattr(advisories_service, "SNAPSHOT_APPS", 2)
+    monkeypatch.setattr(advisories_service, "_SNAPSHOTS", {})
+    apps = [one_route_app(user, INSERT, output={"type": "boolean"}) for _ in range(3)]
+    for n, app in enumerate(apps):
+        AdvisoryFactory(app=app, summary=f"Note {n}")
+
+    for _round in range(2):
+        for n, app in enumerate(apps):
+            assert f"Note {n}" in summaries(call(user, app))
+            assert len(advisories_service._SNAPSHOTS) <= 2
