@@ -29,6 +29,7 @@ from apps_registry.redaction import RedactingFilter
 from apps_registry.services.oauth import oauth_token_authenticate
 from apps_registry.services.tokens import token_authenticate
 from mcp_tools.database import db
+from mcp_tools.http import send_json
 from mcp_tools.registry import tool_named
 from mcp_tools.throttle import authenticate_within_limits, send_rate_limited
 
@@ -80,22 +81,6 @@ def _authenticate(header: str | None) -> Caller:
     return Caller(user=token.user, token_id=token.pk, scopes=token.scope_set)
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any], challenge: str) -> None:
-    raw = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(raw)).encode()),
-                (b"www-authenticate", challenge.encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": raw})
-
-
 async def send_unauthorized(send: Send, message: str, *, token_given: bool) -> None:
     """401 with RFC 9728's pointer to the protected-resource metadata and the scopes a host should ask for by
     default (read and write, not delete: least privilege), plus RFC 6750's error when a token was sent."""
@@ -103,7 +88,7 @@ async def send_unauthorized(send: Send, message: str, *, token_given: bool) -> N
     if token_given:
         challenge += ', error="invalid_token"'
     body = {"error": "invalid_token" if token_given else "unauthorized", "error_description": message}
-    await _send_json(send, 401, body, challenge)
+    await send_json(send, 401, body, {"www-authenticate": challenge})
 
 
 def insufficient_scope_challenge(scope: str) -> str:
@@ -166,9 +151,8 @@ async def refuse_out_of_scope(caller: Caller, app: ASGIApp, scope: Scope, receiv
         request_id, needed = missing
         message = scope_refusal_message(needed)
         error = {"code": INVALID_REQUEST, "message": message, "data": {"error": "insufficient_scope", "scope": needed}}
-        await _send_json(
-            send, 403, {"jsonrpc": "2.0", "id": request_id, "error": error}, insufficient_scope_challenge(needed)
-        )
+        refusal = {"jsonrpc": "2.0", "id": request_id, "error": error}
+        await send_json(send, 403, refusal, {"www-authenticate": insufficient_scope_challenge(needed)})
         return
     replayed = False
 
@@ -232,19 +216,7 @@ class BearerAuth:
 async def send_unavailable(send: Send, outage: DatabaseUnavailable) -> None:
     """503 with Retry-After and a JSON-RPC error body (no request id: the request was never read)."""
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": INTERNAL_ERROR, "message": outage.message}}
-    raw = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": outage.http_status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(raw)).encode()),
-                (b"retry-after", str(outage.retry_after_seconds).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": raw})
+    await send_json(send, outage.http_status, body, {"retry-after": str(outage.retry_after_seconds)})
 
 
 async def run_as(caller: Caller, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:

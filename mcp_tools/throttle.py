@@ -17,7 +17,6 @@ names the limit and carries `retry_after_seconds`. The per-app limit is not here
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -25,6 +24,7 @@ from starlette.types import Scope, Send
 
 from apps_registry.exceptions import RateLimited
 from apps_registry.services.rate_limits import authentication_throttled, token_budget_key, token_budget_take
+from mcp_tools.http import send_json
 
 # JSON-RPC's implementation-defined server error range; `data.error` says which refusal it is.
 RATE_LIMITED_CODE = -32000
@@ -71,16 +71,4 @@ async def send_rate_limited(send: Send, error: RateLimited) -> None:
     """HTTP 429 with Retry-After and a JSON-RPC error naming the limit and when to retry."""
     data = {"error": "rate_limited", **(error.details or {})}
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": RATE_LIMITED_CODE, "message": error.message, "data": data}}
-    raw = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 429,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(raw)).encode()),
-                (b"retry-after", str(error.retry_after_seconds).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": raw})
+    await send_json(send, 429, body, {"retry-after": str(error.retry_after_seconds)})

@@ -29,6 +29,18 @@ def other_user(db):
 
 
 @pytest.fixture
+def api(user):
+    """The REST API as `user`, with a personal token of all scopes."""
+    from rest_framework.test import APIClient
+
+    from apps_registry.services.tokens import token_create
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).plaintext}")
+    return client
+
+
+@pytest.fixture
 def staff(db):
     return StaffFactory(username="staffer")
 

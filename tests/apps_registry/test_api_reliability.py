@@ -5,22 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from rest_framework.test import APIClient
 
 from apps_registry.models import App, Feedback, Record
 from apps_registry.services.definitions import app_definition_save
-from apps_registry.services.tokens import token_create
 from tests.mcp_tools.test_mutate_app import DEFINITION
 from tests.redaction_cases import LEAKY, SECRET_IDS, SECRET_PARAMS
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def api(user):
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).plaintext}")
-    return client
 
 
 @pytest.fixture

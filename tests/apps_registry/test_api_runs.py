@@ -13,13 +13,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def api(user):
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user).plaintext}")
-    return client
-
-
-@pytest.fixture
 def budget(user):
     return app_definition_save(actor=user, definition=DEFINITION)
 
