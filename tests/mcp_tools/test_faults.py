@@ -19,13 +19,14 @@ import os
 import random
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 import psycopg
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -255,10 +256,25 @@ def committed(app, collection: str) -> set[str]:
     return set(Record.objects.filter(storage__app=app, collection=collection).values_list("record_id", flat=True))
 
 
+def what_committed(app) -> tuple[set[str], set[str], int]:
+    """The items, the logs and the counter as committed. The runner shares the server's connection pool, which
+    after a storm of killed backends may take longer than its timeout to hand out a fresh connection (seen once in
+    CI): the outcome is what is under test, so the reading waits for the database, up to a minute."""
+    deadline = time.monotonic() + 60
+    while True:
+        connection.close()  # the runner's connection may have been broken by a kill or a restart: open a new one
+        try:
+            items, logs = committed(app, "items"), committed(app, "logs")
+            counter = Record.objects.get(storage__app=app, collection="counters", record_id="total").data["n"]
+            return items, logs, counter
+        except OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+
+
 def assert_told_the_truth(app, outcomes: list[Outcome], seen: Seen) -> None:
-    connection.close()  # the runner's connection may have been broken by a restart; a new one is opened
-    items, logs = committed(app, "items"), committed(app, "logs")
-    counter = Record.objects.get(storage__app=app, collection="counters", record_id="total").data["n"]
+    items, logs, counter = what_committed(app)
     succeeded = {o.key for o in outcomes if o.ok}
     # A COMMIT whose answer was lost is reported as such (its outcome unknown), never as a plain failure.
     unknown = {o.key for o in outcomes if o.ok is False and "whether it was saved is unknown" in o.text}
