@@ -7,11 +7,15 @@ against its own SQL replayed by pgbench.
     .venv/bin/python benchmarks/mcp_calls.py floor                # PostgreSQL: the call vs its SQL under pgbench
     .venv/bin/python benchmarks/mcp_calls.py --database sqlite --calls 400 --repeats 5
     .venv/bin/python benchmarks/mcp_calls.py --env CHARMING_SOME_SETTING=1  # extra settings for the server
+    .venv/bin/python benchmarks/mcp_calls.py --servers 2          # two uvicorn processes, one per port
+    .venv/bin/python benchmarks/mcp_calls.py --tree /tmp/old      # serve another checkout (older code, say)
 
 Each database gets a fresh one: a temporary SQLite file with the project's settings (WAL; SQLite's default
 `synchronous=FULL`, so every commit waits for the disk, which is printed), or a throw-away PostgreSQL cluster
-(.ci/postgres.sh, `fsync=off`). The script starts `uvicorn charming.asgi:application` (one worker), creates a
-user, a token and an app whose one mutation route inserts a record, and runs that route through:
+(.ci/postgres.sh, `fsync=off`). The script starts `uvicorn charming.asgi:application` (one process; with
+`--servers N`, N processes on N ports, each client staying on one as behind the sticky proxy of
+docs/operations.md), creates a user, a token and an app whose one mutation route inserts a record, and runs that
+route through:
 
   rest            POST /api/apps/<id>/run/<op>/ with the token (httpx2, one keep-alive connection per client);
   mcp-2025-11-25  the official SDK client in session mode (one session per client, SSE responses);
@@ -34,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import re
@@ -88,10 +93,10 @@ CALL_WARMUP = 3  # calls per client after its setup, before the clock starts
 
 @dataclass(frozen=True)
 class Target:
-    base: str  # http://127.0.0.1:port
+    bases: tuple[str, ...]  # http://127.0.0.1:port of each server process
     token: str
     app_id: str
-    server_pid: int
+    server_pids: tuple[int, ...]
     postmaster_pid: int | None  # the PostgreSQL cluster's, when it runs on this machine
 
 
@@ -111,13 +116,15 @@ class Phase:
 
 
 @contextlib.asynccontextmanager
-async def _caller(kind: str, target: Target) -> AsyncIterator[Callable[[], Awaitable[Any]]]:
-    """A set-up client for `kind`; yields a function making one call (returns the call's value)."""
+async def _caller(kind: str, target: Target, index: int = 0) -> AsyncIterator[Callable[[], Awaitable[Any]]]:
+    """A set-up client for `kind`, the `index`th (it stays on one server process, as behind a sticky proxy);
+    yields a function making one call (returns the call's value)."""
     import httpx2
 
+    base = target.bases[index % len(target.bases)]
     headers = {"Authorization": f"Bearer {target.token}"}
     if kind == "rest":
-        url = f"{target.base}/api/apps/{target.app_id}/run/{ROUTE}/"
+        url = f"{base}/api/apps/{target.app_id}/run/{ROUTE}/"
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
 
             async def rest_call() -> Any:
@@ -134,7 +141,7 @@ async def _caller(kind: str, target: Target) -> AsyncIterator[Callable[[], Await
 
     mode = "legacy" if kind == "mcp-2025-11-25" else "2026-07-28"
     http = httpx2.AsyncClient(headers=headers, timeout=60)
-    async with http, Client(streamable_http_client(f"{target.base}/mcp", http_client=http), mode=mode) as client:
+    async with http, Client(streamable_http_client(f"{base}/mcp", http_client=http), mode=mode) as client:
         await client.list_tools()
 
         async def mcp_call() -> Any:
@@ -149,7 +156,7 @@ async def _caller(kind: str, target: Target) -> AsyncIterator[Callable[[], Await
 def _snapshot(target: Target) -> tuple[float, float, float, float | None]:
     """(wall clock, this process's CPU, the server's CPU, the database cluster's CPU or None)."""
     db = None if target.postmaster_pid is None else tree_cpu(target.postmaster_pid)
-    return time.perf_counter(), time.process_time(), tree_cpu(target.server_pid), db
+    return time.perf_counter(), time.process_time(), sum(tree_cpu(pid) for pid in target.server_pids), db
 
 
 async def _phase(kind: str, clients: int, calls: int, target: Target) -> Phase:
@@ -158,9 +165,9 @@ async def _phase(kind: str, clients: int, calls: int, target: Target) -> Phase:
     ready, done = asyncio.Barrier(clients + 1), asyncio.Barrier(clients + 1)
     latencies: list[float] = []
 
-    async def client() -> None:
+    async def client(index: int) -> None:
         try:
-            async with _caller(kind, target) as call:
+            async with _caller(kind, target, index) as call:
                 for _ in range(CALL_WARMUP):
                     await call()
                 await ready.wait()
@@ -174,7 +181,7 @@ async def _phase(kind: str, clients: int, calls: int, target: Target) -> Phase:
             await done.abort()
             raise
 
-    tasks = [asyncio.create_task(client()) for _ in range(clients)]
+    tasks = [asyncio.create_task(client(index)) for index in range(clients)]
     try:
         await ready.wait()
         start = _snapshot(target)
@@ -276,6 +283,7 @@ def _targets(phases: list[Phase], database: str) -> None:
 
 _LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d [\d:.]+ \S+ \[(\d+)\] (\w+):  (.*)$")
 _STATEMENT = re.compile(r"^(?:statement|execute [^:]*): (.*)$", re.DOTALL)
+_PARAMETER = re.compile(r"\$(\d+) = ('(?:[^']|'')*'|NULL)")
 
 
 def _statements_logged(log: str) -> list[tuple[int, str]]:
@@ -288,14 +296,25 @@ def _statements_logged(log: str) -> list[tuple[int, str]]:
         elif entries:  # a statement's further lines
             pid, level, text = entries[-1]
             entries[-1] = (pid, level, f"{text}\n{line}")
-    found = []
+    found: list[tuple[int, str]] = []
     for pid, level, text in entries:
         if level == "DETAIL" and text.startswith("parameters:"):
-            raise RuntimeError("statements were sent with server-side parameters; the replay needs them inline")
+            # Server-side binding: the statement just logged has $1, $2 ... and this line their values, each a
+            # quoted literal or NULL. Inlined, the replay sends what a client-side binding driver would.
+            owner, sql = found[-1]
+            if owner != pid:
+                raise RuntimeError(f"parameters of backend {pid} follow a statement of backend {owner}")
+            values: dict[str, str] = dict(_PARAMETER.findall(text))
+            found[-1] = (pid, re.sub(r"\$(\d+)\b", functools.partial(_parameter_value, values), sql))
+            continue
         statement = _STATEMENT.match(text) if level == "LOG" else None
         if statement:
             found.append((pid, statement[1].strip().rstrip(";")))
     return found
+
+
+def _parameter_value(values: dict[str, str], match: re.Match[str]) -> str:
+    return values[match[1]]
 
 
 def _cluster_sql(url: str, sql: str) -> list[tuple[Any, ...]]:
@@ -403,7 +422,7 @@ def _floor(target: Target, url: str, phases: list[Phase], seconds: int, sql_out:
 # ---------------------------------------------------------------------------------------------- one database
 
 
-def _prepare(env: dict[str, str]) -> dict[str, str]:
+def _prepare(env: dict[str, str], tree: Path) -> dict[str, str]:
     """Migrate, then create the user, token and app in a child process (Django set up there)."""
     script = f"""
 import json, django
@@ -430,7 +449,7 @@ with connection.cursor() as cursor:
         found["database"] = f"PostgreSQL {{version}} (fsync={{fsync}})"
 print(json.dumps(found))
 """
-    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=tree, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"preparing the database failed:\n{out.stderr}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -451,7 +470,7 @@ def _free_port() -> int:
 
 
 def _run(args: argparse.Namespace, database_url: str) -> None:
-    port = _free_port()
+    ports = [_free_port() for _ in range(args.servers)]
     extra = dict(item.split("=", 1) for item in args.env)
     env = {
         **os.environ,
@@ -459,31 +478,39 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
         **extra,
         "DJANGO_SETTINGS_MODULE": "charming.settings",
         "DATABASE_URL": database_url,
-        "CHARMING_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        "CHARMING_PUBLIC_URL": f"http://127.0.0.1:{ports[0]}",
         "LOG_LEVEL": "WARNING",
     }
-    prepared = _prepare(env)
-    command = [sys.executable, "-m", "uvicorn", "charming.asgi:application", "--host", "127.0.0.1"]
-    command += ["--port", str(port), "--lifespan", "on", "--log-level", "warning", "--no-access-log"]
-    server = subprocess.Popen(command, env=env, cwd=ROOT)
+    prepared = _prepare(env, args.tree)
+    servers = []
+    for port in ports:
+        command = [sys.executable, "-m", "uvicorn", "charming.asgi:application", "--host", "127.0.0.1"]
+        command += ["--port", str(port), "--lifespan", "on", "--log-level", "warning", "--no-access-log"]
+        servers.append(subprocess.Popen(command, env=env, cwd=args.tree))
     try:
         deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("the server did not start") from None
-                time.sleep(0.1)
+        for port, server in zip(ports, servers, strict=True):
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or server.poll() is not None:
+                        raise RuntimeError("the server did not start") from None
+                    time.sleep(0.1)
         target = Target(
-            base=f"http://127.0.0.1:{port}",
+            bases=tuple(f"http://127.0.0.1:{port}" for port in ports),
             token=prepared["token"],
             app_id=prepared["app_id"],
-            server_pid=server.pid,
+            server_pids=tuple(server.pid for server in servers),
             postmaster_pid=_postmaster(database_url),
         )
-        banner(f"mutate_app, {prepared['database']}, one uvicorn worker")
+        processes = "one uvicorn process" if args.servers == 1 else f"{args.servers} uvicorn processes (one per port)"
+        banner(f"mutate_app, {prepared['database']}, {processes}")
+        if args.tree != ROOT:
+            print(f"code under test: {args.tree} ({_commit(args.tree)}); benchmark script: {_commit(ROOT)}")
+        if args.servers > 1:
+            print("each client stays on one process (client i on process i mod N), as behind a sticky proxy")
         print("rate limits: CHARMING_RATE_*_PER_MINUTE and _BURST = 1000000000 (checked, never reached)")
         if extra:
             print(f"server settings from --env: {', '.join(sorted(extra))}")
@@ -500,8 +527,15 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
             _floor(target, database_url, phases, args.seconds, args.sql_out)
         print(f"load average at the end: {load()}")
     finally:
-        server.terminate()
-        server.wait(timeout=15)
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            server.wait(timeout=15)
+
+
+def _commit(tree: Path) -> str:
+    out = subprocess.run(["git", "-C", str(tree), "log", "-1", "--format=%h %cs"], capture_output=True, text=True)
+    return out.stdout.strip() or "not a git checkout"
 
 
 def main() -> int:
@@ -514,6 +548,8 @@ def main() -> int:
     parser.add_argument("--clients", default="1,8", help="concurrent client counts, comma-separated (default 1,8)")
     parser.add_argument("--seconds", type=int, help="floor: seconds per pgbench run (default 10; quick 2)")
     parser.add_argument("--sql-out", default="", help="floor: also write the captured pgbench script to this file")
+    parser.add_argument("--servers", type=int, default=1, help="uvicorn processes, one per port (default 1)")
+    parser.add_argument("--tree", type=Path, default=ROOT, help="run the server from this checkout (older code, say)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="a setting for the server")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run: few calls, one repetition")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -525,6 +561,9 @@ def main() -> int:
     args.repeats = args.repeats or (1 if args.quick else 3)
     args.seconds = args.seconds or (2 if args.quick else 10)
     args.warmup = 10 if args.quick else 30
+    args.tree = args.tree.resolve()
+    if args.servers < 1:
+        parser.error("--servers takes a positive number of processes")
     sys.path.insert(0, str(ROOT))
 
     if args.worker or args.database_url:
@@ -543,6 +582,7 @@ def main() -> int:
         forwarded += ["--clients", ",".join(map(str, args.clients)), "--seconds", str(args.seconds)]
         forwarded += [*(["--quick"] if args.quick else []), *(["--sql-out", args.sql_out] if args.sql_out else [])]
         forwarded += [f"--env={item}" for item in args.env]
+        forwarded += ["--servers", str(args.servers), "--tree", str(args.tree)]
         inner = shlex.join([sys.executable, str(Path(__file__).resolve()), *forwarded])
         command = (
             "source .ci/postgres.sh && pg_start >/dev/null && "

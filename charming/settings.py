@@ -91,24 +91,40 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # and ignores the busy timeout ("database table is locked"), so concurrent tests would see a database
     # unlike the one served.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-db.sqlite3")}
-elif env.bool("DATABASE_POOL", default=True):
-    # Django's psycopg pool: a request borrows an open connection for each unit of work and gives it back, so
-    # no call pays for a new PostgreSQL connection (SQLite has no pool; opening its file is cheap).
-    if DATABASES["default"]["CONN_MAX_AGE"] != 0:
-        # Django refuses this only at the first query, on every request; say so at startup instead.
-        raise ImproperlyConfigured(
-            "DATABASE_CONN_MAX_AGE must be 0 while the connection pool is on (the pool keeps connections open): "
-            "unset DATABASE_CONN_MAX_AGE, or set DATABASE_POOL=false to use persistent connections instead."
+else:
+    # PostgreSQL. Server-side binding lets psycopg prepare a statement once a connection has sent it
+    # DATABASE_PREPARE_THRESHOLD times: PostgreSQL then skips parsing and planning it, which was about half of a
+    # call's database CPU (docs/performance.md). `off` sends every statement as text with its values bound in
+    # the client, for a pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21,
+    # or without max_prepared_statements).
+    prepare_threshold = env.str("DATABASE_PREPARE_THRESHOLD", default="5").strip().lower()
+    if prepare_threshold != "off":
+        if not prepare_threshold.isdigit():
+            raise ImproperlyConfigured(
+                f"DATABASE_PREPARE_THRESHOLD must be a whole number of uses (0 prepares at once) or off, "
+                f"got {prepare_threshold[:40]!r}."
+            )
+        DATABASES["default"].setdefault("OPTIONS", {}).update(
+            {"server_side_binding": True, "prepare_threshold": int(prepare_threshold)}
         )
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=2),
-        "max_size": DATABASE_POOL_MAX_SIZE,
-        # Seconds a unit of work waits for a free connection before it fails (503 "database unavailable").
-        "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
-    }
-    # Check each connection as it leaves the pool (an empty query): after a PostgreSQL restart the pooled
-    # connections are dead, and this replaces them instead of failing one call each.
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if env.bool("DATABASE_POOL", default=True):
+        # Django's psycopg pool: a request borrows an open connection for each unit of work and gives it back, so
+        # no call pays for a new PostgreSQL connection (SQLite has no pool; opening its file is cheap).
+        if DATABASES["default"]["CONN_MAX_AGE"] != 0:
+            # Django refuses this only at the first query, on every request; say so at startup instead.
+            raise ImproperlyConfigured(
+                "DATABASE_CONN_MAX_AGE must be 0 while the connection pool is on (the pool keeps connections open): "
+                "unset DATABASE_CONN_MAX_AGE, or set DATABASE_POOL=false to use persistent connections instead."
+            )
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=2),
+            "max_size": DATABASE_POOL_MAX_SIZE,
+            # Seconds a unit of work waits for a free connection before it fails (503 "database unavailable").
+            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+        }
+        # Check each connection as it leaves the pool (an empty query): after a PostgreSQL restart the pooled
+        # connections are dead, and this replaces them instead of failing one call each.
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -153,7 +153,8 @@ def _route_run(
         params={} if params is None else params,
         caller={"id": str(actor.pk), "role": role},
         app_id=str(app.id),
-        store=SqlStore(storage_id=found.storage_id, max_bytes=limits.record_bytes),
+        # A mutation runs in route_run's transaction, which any error rolls back whole: no savepoint of its own.
+        store=SqlStore(storage_id=found.storage_id, max_bytes=limits.record_bytes, savepoint=False),
         limits=limits,
     )
     if key is not None:  # in the mutation's transaction: remembered exactly when the mutation commits
@@ -212,7 +213,9 @@ def _route_for_call_sql(*, hold_storage: bool, advisories: bool) -> str:
                 "WHERE f.app_id = a.id AND f.author_id = m.user_id AND fr.read_at IS NULL) AS answers_unread"
             )
         _ROUTE_FOR_CALL_SQL[(hold_storage, advisories)] = (
-            "SELECT a.*, r.id AS route_pk, r.version AS route_version, r.updated_at AS route_updated_at, "
+            # The app's columns by name, not a.*: a prepared statement then outlives a migration adding a column.
+            f"SELECT {', '.join('a.' + quote(field.column) for field in App._meta.concrete_fields)}, "
+            "r.id AS route_pk, r.version AS route_version, r.updated_at AS route_updated_at, "
             f"r.kind AS route_kind, m.role AS caller_role, s.id AS storage_pk{notes} "
             f"FROM {route} r JOIN {app} a ON a.id = r.app_id "
             f"JOIN {membership} m ON m.app_id = a.id AND m.user_id = %s "

@@ -478,6 +478,27 @@ def test_a_call_makes_no_per_record_queries(user, budget):
     ]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_mutation_is_one_transaction_with_no_savepoint_and_a_failure_in_it_writes_nothing(user):
+    # The engine's steps run in route_run's own transaction, which any error rolls back whole: a savepoint of
+    # their own would be two more round trips per call for nothing.
+    steps = [
+        {"insert": {"collection": "items", "value": "{'n': 1}"}, "as": "a"},
+        {"increment": {"collection": "counters", "id": "'c'", "field": "n", "by": "1"}},
+        {"fail": {"when": "params.fail", "message": "'failed after two writes'"}},
+        {"return": "a.id"},
+    ]
+    app = one_route_app(user, steps, input_schema={"type": "object", "properties": {"fail": {"type": "boolean"}}})
+    seed(app, "counters", {"c": {"n": 0}})
+    with CaptureQueriesContext(connection) as queries:
+        run(user, app, params={"fail": False})
+    assert not [q["sql"] for q in queries.captured_queries if "SAVEPOINT" in q["sql"].upper()]
+    before = records(app)
+    with pytest.raises(HandlerError, match="failed after two writes"):
+        run(user, app, params={"fail": True})
+    assert records(app) == before  # neither the insert nor the increment of the failed call is there
+
+
 def test_other_users_cannot_reach_another_apps_records(user):
     stranger = UserFactory(username="mallory")
     mine = one_route_app(

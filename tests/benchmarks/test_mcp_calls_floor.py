@@ -6,8 +6,6 @@ No figures are asserted (benchmarks print them); these check that the replay run
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import mcp_calls  # noqa: E402 (a script's module, found through the path above)
@@ -38,13 +36,18 @@ def test_statements_are_read_with_their_backend_and_continuation_lines():
     ]
 
 
-def test_statements_sent_with_server_side_parameters_are_refused():
+def test_statements_sent_with_server_side_parameters_get_their_values_inline():
     log = (
-        "2026-12-01 15:53:01.663 UTC [4242] LOG:  execute <unnamed>: SELECT 1 WHERE $1 = 1\n"
-        "2026-12-01 15:53:01.663 UTC [4242] DETAIL:  parameters: $1 = '1'\n"
+        "2026-12-01 15:53:01.663 UTC [4242] LOG:  execute _pg3_0: SELECT 1 FROM t WHERE a = $1 AND b = $2\n"
+        "\tAND c = $10 AND d IS NOT DISTINCT FROM $3\n"
+        "2026-12-01 15:53:01.663 UTC [4242] DETAIL:  parameters: $1 = 'it''s, $2', $2 = '7', $3 = NULL, "
+        + ", ".join(f"${n} = '{n}'" for n in range(4, 11))
+        + "\n2026-12-01 15:53:01.664 UTC [4242] LOG:  statement: COMMIT\n"
     )
-    with pytest.raises(RuntimeError, match="server-side parameters"):
-        mcp_calls._statements_logged(log)
+    assert mcp_calls._statements_logged(log) == [
+        (4242, "SELECT 1 FROM t WHERE a = 'it''s, $2' AND b = '7'\n\tAND c = '10' AND d IS NOT DISTINCT FROM NULL"),
+        (4242, "COMMIT"),
+    ]
 
 
 def test_the_replay_keeps_each_connection_together_and_inserts_a_fresh_record_id():

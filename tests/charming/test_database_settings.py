@@ -50,3 +50,41 @@ def test_persistent_connections_with_the_pool_stop_the_start_with_what_to_change
         "DATABASE_CONN_MAX_AGE must be 0 while the connection pool is on (the pool keeps connections open): "
         "unset DATABASE_CONN_MAX_AGE, or set DATABASE_POOL=false"
     ) in loaded.stderr
+
+
+PRINT_BINDING = (
+    "import json; from charming import settings; o = settings.DATABASES['default'].get('OPTIONS', {}); "
+    "print(json.dumps({k: o[k] for k in ('server_side_binding', 'prepare_threshold') if k in o}))"
+)
+
+
+def binding_with(**env: str) -> subprocess.CompletedProcess[str]:
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("DATABASE_")}
+    return subprocess.run(
+        [sys.executable, "-c", PRINT_BINDING], cwd=ROOT, env={**environment, **env}, capture_output=True, text=True
+    )
+
+
+def test_postgresql_binds_values_server_side_and_prepares_repeated_statements_unless_told_off():
+    cases = [
+        ({}, {"server_side_binding": True, "prepare_threshold": 5}),
+        ({"DATABASE_PREPARE_THRESHOLD": "0"}, {"server_side_binding": True, "prepare_threshold": 0}),
+        ({"DATABASE_PREPARE_THRESHOLD": " OFF "}, {}),  # client-side binding: PgBouncer in transaction mode
+        ({"DATABASE_POOL": "false"}, {"server_side_binding": True, "prepare_threshold": 5}),
+    ]
+    for env, expected in cases:
+        loaded = binding_with(DATABASE_URL=POSTGRES, **env)
+
+        assert loaded.returncode == 0, loaded.stderr
+        assert json.loads(loaded.stdout) == expected, env
+    sqlite = binding_with(DATABASE_URL="sqlite:///var/x.sqlite3")
+    assert json.loads(sqlite.stdout) == {}
+
+
+def test_a_prepare_threshold_that_is_not_a_count_stops_the_start_with_what_to_write():
+    loaded = binding_with(DATABASE_URL=POSTGRES, DATABASE_PREPARE_THRESHOLD="sometimes")
+
+    assert loaded.returncode != 0
+    assert (
+        "DATABASE_PREPARE_THRESHOLD must be a whole number of uses (0 prepares at once) or off, got 'sometimes'."
+    ) in loaded.stderr
