@@ -23,6 +23,7 @@ from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import run_route
 from apps_registry.routes.storage import SqlStore, index_entry_refusal, index_entry_too_large
+from apps_registry.rows import columns_of
 from apps_registry.services.advisories import AdvisoryNote, AdvisoryState, advisories_for_call
 from apps_registry.services.idempotency import (
     IdempotencyKey,
@@ -214,7 +215,7 @@ def _route_for_call_sql(*, hold_storage: bool, advisories: bool) -> str:
             )
         _ROUTE_FOR_CALL_SQL[(hold_storage, advisories)] = (
             # The app's columns by name, not a.*: a prepared statement then outlives a migration adding a column.
-            f"SELECT {', '.join('a.' + quote(field.column) for field in App._meta.concrete_fields)}, "
+            f"SELECT {columns_of(App).select('a')}, "
             "r.id AS route_pk, r.version AS route_version, r.updated_at AS route_updated_at, "
             f"r.kind AS route_kind, m.role AS caller_role, s.id AS storage_pk{notes} "
             f"FROM {route} r JOIN {app} a ON a.id = r.app_id "
@@ -235,26 +236,31 @@ def _route_for_call(
     if app_uuid is None:
         return None
     params = [actor.pk, App._meta.pk.get_db_prep_value(app_uuid, connection), op]  # type: ignore[union-attr]
-    for app in App.objects.raw(_route_for_call_sql(hold_storage=hold_storage, advisories=advisories), params):
-        extra: Any = app
-        state = None
-        if advisories:
-            state = AdvisoryState.read(
-                open_count=extra.advisories_open,
-                newest_id=extra.advisories_newest,
-                changed_at=extra.advisories_changed,
-                answers_unread=extra.answers_unread,
-            )
-        return _RouteForCall(
-            app=app,
-            route_id=extra.route_pk,
-            version=(extra.route_version, extra.route_updated_at),
-            kind=extra.route_kind,
-            role=extra.caller_role,
-            storage_id=_storage_uuid(extra.storage_pk, app),
-            advisories=state,
+    with connection.cursor() as cursor:
+        cursor.execute(_route_for_call_sql(hold_storage=hold_storage, advisories=advisories), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    app_columns = columns_of(App)
+    app = app_columns.instance(row)
+    route_pk, route_version, route_updated_at, route_kind, caller_role, storage_pk, *notes = row[
+        len(app_columns.columns) :
+    ]
+    state = None
+    if advisories:
+        open_count, newest_id, changed_at, answers_unread = notes
+        state = AdvisoryState.read(
+            open_count=open_count, newest_id=newest_id, changed_at=changed_at, answers_unread=answers_unread
         )
-    return None
+    return _RouteForCall(
+        app=app,
+        route_id=route_pk,
+        version=(route_version, route_updated_at),
+        kind=route_kind,
+        role=caller_role,
+        storage_id=_storage_uuid(storage_pk, app),
+        advisories=state,
+    )
 
 
 def _no_storage(app: App) -> OperationFailed:

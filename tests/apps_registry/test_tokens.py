@@ -313,3 +313,22 @@ def test_a_revoked_token_is_refused_on_the_next_request(user):
     response = get_apps(issued.plaintext)
     assert response.status_code == 401
     assert response.json()["error"]["message"].startswith("Revoked token")
+
+
+def test_the_token_lookup_loads_whole_token_and_user_instances_as_the_orm_would(user, django_assert_num_queries):
+    from apps_registry.services.tokens import token_authenticate
+
+    issued = token_create(user=user, expires_days=3, scopes=["apps:read"])
+    token = token_authenticate(plaintext=issued.plaintext)
+    expected = ApiToken.objects.select_related("user").get(pk=issued.token.pk)
+    with django_assert_num_queries(0):  # nothing deferred: every field came with the one query
+        for model_field in ApiToken._meta.concrete_fields:
+            assert getattr(token, model_field.attname) == getattr(expected, model_field.attname), model_field.name
+        for model_field in type(user)._meta.concrete_fields:
+            assert getattr(token.user, model_field.attname) == getattr(expected.user, model_field.attname)
+        assert timezone.is_aware(token.expires_at) and timezone.is_aware(token.user.date_joined)
+        assert token.scope_set == {"apps:read"}
+    assert not token._state.adding and token._state.db == "default"
+    token.name = "renamed"
+    token.save(update_fields=["name"])  # an instance the ORM can save, not a copy of one
+    assert ApiToken.objects.get(pk=token.pk).name == "renamed"
