@@ -486,6 +486,7 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
     for port in ports:
         command = [sys.executable, "-m", "uvicorn", "charming.asgi:application", "--host", "127.0.0.1"]
         command += ["--port", str(port), "--lifespan", "on", "--log-level", "warning", "--no-access-log"]
+        command += shlex.split(args.uvicorn)
         servers.append(subprocess.Popen(command, env=env, cwd=args.tree))
     try:
         deadline = time.monotonic() + 60
@@ -514,6 +515,8 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
         print("rate limits: CHARMING_RATE_*_PER_MINUTE and _BURST = 1000000000 (checked, never reached)")
         if extra:
             print(f"server settings from --env: {', '.join(sorted(extra))}")
+        if args.uvicorn:
+            print(f"uvicorn options: {args.uvicorn}")
         print(
             f"{args.calls} timed calls per row per repetition, {args.repeats} repetition(s), transports interleaved; "
             "median (min-max) over repetitions"
@@ -550,6 +553,7 @@ def main() -> int:
     parser.add_argument("--sql-out", default="", help="floor: also write the captured pgbench script to this file")
     parser.add_argument("--servers", type=int, default=1, help="uvicorn processes, one per port (default 1)")
     parser.add_argument("--tree", type=Path, default=ROOT, help="run the server from this checkout (older code, say)")
+    parser.add_argument("--uvicorn", default="", help="more uvicorn options, one string ('--http h11', say)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="a setting for the server")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run: few calls, one repetition")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -582,7 +586,7 @@ def main() -> int:
         forwarded += ["--clients", ",".join(map(str, args.clients)), "--seconds", str(args.seconds)]
         forwarded += [*(["--quick"] if args.quick else []), *(["--sql-out", args.sql_out] if args.sql_out else [])]
         forwarded += [f"--env={item}" for item in args.env]
-        forwarded += ["--servers", str(args.servers), "--tree", str(args.tree)]
+        forwarded += ["--servers", str(args.servers), "--tree", str(args.tree), f"--uvicorn={args.uvicorn}"]
         inner = shlex.join([sys.executable, str(Path(__file__).resolve()), *forwarded])
         command = (
             "source .ci/postgres.sh && pg_start >/dev/null && "
