@@ -466,9 +466,16 @@ _PARSE_KEY = {
 def wrong(step: Step, call: Call, where: str, expected: str, got: Any) -> HandlerError:
     return HandlerError(
         f"Route '{call.route}' failed at steps[{step.index}].{where}: the expression must evaluate to "
-        f"{expected}, got {_cel_type(got)}",
+        f"{expected}, got {_cel_shown(got)}",
         details={"route": call.route, "step": f"steps[{step.index}].{where}"},
     )
+
+
+def _cel_shown(value: Any) -> str:
+    """The value's CEL type, and a number's value too: "a non-negative int, got int -1", not "got int"."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{_cel_type(value)} {clip(value, 40)}"
+    return _cel_type(value)
 
 
 def _cel_type(value: Any) -> str:

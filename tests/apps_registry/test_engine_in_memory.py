@@ -143,7 +143,7 @@ def test_find_with_a_negative_limit_fails_naming_the_step():
     with pytest.raises(HandlerError) as exc:
         run(route, MemoryStore())
     assert exc.value.message == (
-        "Route 'r' failed at steps[0].find.limit: the expression must evaluate to a non-negative int, got int"
+        "Route 'r' failed at steps[0].find.limit: the expression must evaluate to a non-negative int, got int -1"
     )
 
 
@@ -385,11 +385,11 @@ MUST = "the expression must evaluate to"
             [{"insert": {"collection": "e", "value": "{'id': true}"}}],
             f"steps[0].insert.value.id: {MUST} a string or an int, got null",
         ),
-        ([{"fail": {"when": "1", "message": "'x'"}}], f"steps[0].fail.when: {MUST} a bool, got int"),
+        ([{"fail": {"when": "1", "message": "'x'"}}], f"steps[0].fail.when: {MUST} a bool, got int 1"),
         ([{"fail": {"message": "'x'", "details": "[1]"}}], f"steps[0].fail.details: {MUST} a map, got list"),
         (
             [{"count": {"collection": "e", "where": {"n": {"in": "1"}}}, "as": "n"}],
-            f"steps[0].count.where.n.in: {MUST} a list, got int",
+            f"steps[0].count.where.n.in: {MUST} a list, got int 1",
         ),
         (
             [{"count": {"collection": "e", "where": {"id": {"in": "[1, true]"}}}, "as": "n"}],
