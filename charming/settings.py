@@ -96,13 +96,14 @@ else:
     # DATABASE_PREPARE_THRESHOLD times: PostgreSQL then skips parsing and planning it, which was about half of a
     # call's database CPU (docs/performance.md). `off` sends every statement as text with its values bound in
     # the client, for a pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21,
-    # or without max_prepared_statements).
+    # or without max_prepared_statements). Not 0 (prepare at first use): a migration's multi-command statements
+    # cannot be prepared, and each runs once.
     prepare_threshold = env.str("DATABASE_PREPARE_THRESHOLD", default="5").strip().lower()
     if prepare_threshold != "off":
-        if not prepare_threshold.isdigit():
+        if not prepare_threshold.isdigit() or int(prepare_threshold) < 1:
             raise ImproperlyConfigured(
-                f"DATABASE_PREPARE_THRESHOLD must be a whole number of uses (0 prepares at once) or off, "
-                f"got {prepare_threshold[:40]!r}."
+                "DATABASE_PREPARE_THRESHOLD must be a whole number of uses of at least 1 (a statement is prepared "
+                f"once a connection has sent it that many times) or off, got {prepare_threshold[:40]!r}."
             )
         DATABASES["default"].setdefault("OPTIONS", {}).update(
             {"server_side_binding": True, "prepare_threshold": int(prepare_threshold)}

@@ -177,7 +177,8 @@ def app_page_render(
         "feedback": list(feedback_sent_by(user=request.user, app=app)),
         "feedback_errors": feedback_errors or [],
         "feedback_body": feedback_body,
-        "collections": record_counts_of(app),
+        # (name, count) pairs, not the dict: a template's `collections.items` would find a collection named "items".
+        "collections": list(record_counts_of(app).items()),
         "versions": app_versions_of(app) if role_allows(role, "own") else [],
         **_members_context(
             app,
@@ -319,7 +320,7 @@ def records_page(request: HttpRequest, app_id: uuid.UUID, collection: str) -> Ht
         "app": app,
         "role": role,
         "collection": collection,
-        "collections": counts,
+        "collections": list(counts.items()),
         "keys": keys,
         "rows": rows,
         "page": page,

@@ -35,6 +35,9 @@ class Limits:
         "CHARMING_ROUTES_MAX_RECORDS_READ",
         "records one route call may read (get, find, increment's re-read; count and sum read none)",
     )
+    in_values: int = _limit(
+        1000, "CHARMING_ROUTES_MAX_IN_VALUES", "values in one `in` condition of a where (find, count, sum, ...)"
+    )
     records_written_per_call: int = _limit(
         100,
         "CHARMING_ROUTES_MAX_RECORDS_WRITTEN",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from apps_registry.cursors import cursor_make, cursor_read, items_within_budget
 from apps_registry.exceptions import HandlerError, OperationFailed
 from apps_registry.routes.expressions import Expr, to_json
+from apps_registry.routes.limits import limit_details
 from apps_registry.routes.store import Where
 from apps_registry.values import clip
 
@@ -541,6 +542,13 @@ def where_values(step: Step, call: Call) -> Where:
         values = value if condition.op == "in" else [value]
         if condition.op == "in" and not isinstance(value, list):
             raise wrong(step, call, at, "a list", value)
+        cap = call.budget.limits.in_values
+        if condition.op == "in" and len(value) > cap:
+            raise OperationFailed(
+                f"Route '{call.route}' failed at steps[{step.index}].{at}: the `in` list holds {len(value)} values; "
+                f"the limit is {cap}. Filter with fewer values per call, or page through them.",
+                details=limit_details("in_values", cap, route=call.route, step=f"steps[{step.index}].{at}"),
+            )
         if condition.path == ("id",):
             if any(not _is_id(v) for v in values):
                 expected = "a list of strings or ints (record ids)" if condition.op == "in" else "a string or an int"

@@ -185,36 +185,40 @@ def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> Raw
     serves), and both also compare the field expression (`field_sql`), which an author's declared index
     serves. For the scalars filters take, containment and jsonb equality agree exactly."""
     values = value if op == "in" else [value]
-    parts: list[str] = []
-    params: list[Any] = []
+    if not values:
+        return RawSQL("FALSE", [], output_field=BooleanField())
     field = field_sql(path, vendor)
     if vendor == "postgresql":
         data = _data_column()
-        for v in values:
-            parts.append(f"{data} @> %s::jsonb")
-            params.append(json.dumps(_nested(path, v)))
-        if not parts:
-            return RawSQL("FALSE", [], output_field=BooleanField())
-        contained = " OR ".join(parts)
+        if op == "in":
+            # Each list is one array parameter: one statement shape whatever the list's length (it is prepared
+            # once), and no bound on how many values a list holds.
+            contained = [json.dumps(_nested(path, v)) for v in values]
+            compared = [json.dumps(v) for v in values]
+            sql = f"({data} @> ANY(%s::jsonb[]) AND {field} = ANY(%s::jsonb[]))"
+            return RawSQL(sql, [contained, compared], output_field=BooleanField())
+        params: list[Any] = [json.dumps(_nested(path, value))]
         if op == "ne":
-            return RawSQL(f"({field} IS NOT NULL AND NOT ({contained}))", params, output_field=BooleanField())
-        compared = ", ".join(["%s::jsonb"] * len(values))
-        params += [json.dumps(v) for v in values]
-        return RawSQL(f"(({contained}) AND {field} IN ({compared}))", params, output_field=BooleanField())
+            return RawSQL(f"({field} IS NOT NULL AND NOT {data} @> %s::jsonb)", params, output_field=BooleanField())
+        params.append(json.dumps(value))
+        return RawSQL(f"({data} @> %s::jsonb AND {field} = %s::jsonb)", params, output_field=BooleanField())
+    # SQLite: one condition per JSON type, each value list an IN (a chain of one OR per value grows SQLite's
+    # expression tree past its depth limit at about a thousand values).
     typed = f"json_type({_data_column()}, '{_sqlite_path(path)}')"
-    for v in values:
-        if v is None:
-            parts.append(f"({typed} = 'null' AND {field} IS NULL)")
-        elif isinstance(v, bool):
-            parts.append(f"({typed} = '{'true' if v else 'false'}' AND {field} = {1 if v else 0})")
-        elif isinstance(v, (int, float)):
-            parts.append(f"({typed} IN ('integer', 'real') AND {field} = %s)")
-            params.append(v)
-        else:
-            parts.append(f"({typed} = 'text' AND {field} = %s)")
-            params.append(v)
-    if not parts:
-        return RawSQL("FALSE", [], output_field=BooleanField())
+    parts: list[str] = []
+    params = []
+    if any(v is None for v in values):
+        parts.append(f"({typed} = 'null' AND {field} IS NULL)")
+    for flag in sorted({v for v in values if isinstance(v, bool)}):
+        parts.append(f"({typed} = '{'true' if flag else 'false'}' AND {field} = {1 if flag else 0})")
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if numbers:
+        parts.append(f"({typed} IN ('integer', 'real') AND {field} IN ({', '.join(['%s'] * len(numbers))}))")
+        params += numbers
+    texts = [v for v in values if isinstance(v, str)]
+    if texts:
+        parts.append(f"({typed} = 'text' AND {field} IN ({', '.join(['%s'] * len(texts))}))")
+        params += texts
     matched = " OR ".join(parts)
     if op == "ne":
         return RawSQL(

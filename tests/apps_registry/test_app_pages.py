@@ -411,3 +411,32 @@ def test_a_paged_view_keeps_its_filter_and_refuses_an_altered_cursor_in_words(ow
     refused = text(owner_client.get(page_url(paged), {"list.cursor": "not-a-cursor"}))
 
     assert "is not valid for this query" in refused and "Start again without a cursor" in refused
+
+
+def test_collections_named_like_dict_methods_are_listed_not_a_500(owner_client, user):
+    # A template's `collections.items` found the collection named "items" (its count) instead of the dict's method.
+    names = ["items", "keys", "values"]
+    definition = {
+        "name": "Lists",
+        "collections": {name: {} for name in names},
+        "routes": {
+            "add": {
+                "kind": "mutation",
+                "input": {"type": "object", "properties": {"to": {"type": "string"}}},
+                "steps": [{"insert": {"collection": "items", "value": "{'n': 1}"}}, {"return": "1"}],
+            }
+        },
+    }
+    app = app_definition_save(actor=user, definition=definition)
+    run(user, app, "add", {"to": "items"})
+    response = owner_client.get(page_url(app))
+    assert response.status_code == 200
+    for name in names:
+        assert f'href="{reverse("app_records", args=[app.id, name])}"' in response.content.decode()
+        records = owner_client.get(reverse("app_records", args=[app.id, name]))
+        assert records.status_code == 200, name
+    assert "1 record" in text(owner_client.get(page_url(app)))
+    # A refused invitation renders the app page again, with its error and the collections.
+    invite = owner_client.post(reverse("app_member_invite", args=[app.id]), {"user": "nobody-here", "role": "viewer"})
+    assert invite.status_code == 400
+    assert f'href="{reverse("app_records", args=[app.id, "keys"])}"' in invite.content.decode()

@@ -65,8 +65,11 @@ def test_equality_is_type_exact_and_the_same_on_both_databases(path):
     assert "null" in _ids(sql, [(path, "ne", 1)])
 
 
+MANY = [f"s{i}" for i in range(1500)] + list(range(1500)) + [0.5, True, False, None, "1", "true"]
+
+
 @pytest.mark.parametrize(
-    "values", [[1, "1"], [True, None], ["true", "null", 0], [], [2**62 + 1, 2.0], [None], ["nope"]]
+    "values", [[1, "1"], [True, None], ["true", "null", 0], [], [2**62 + 1, 2.0], [None], ["nope"], MANY]
 )
 def test_in_matches_what_eq_matches_for_any_of_its_values(values):
     sql, memory = _stores()
@@ -105,4 +108,23 @@ def test_an_eq_filter_on_postgresql_is_served_by_the_gin_index():
     qs = SqlStore(storage_id=storage.id, max_bytes=65536)._filtered("c", [(("k",), "eq", "v7")])
     assert [r.record_id for r in qs] == ["7"]
     plan = _plan(*qs.query.sql_with_params())
+    assert "apps_registry_record_data_gin" in plan, plan
+
+
+@pytest.mark.postgres
+def test_an_in_filter_on_postgresql_is_one_statement_shape_served_by_the_gin_index():
+    storage = Storage.objects.create(app=None, app_uuid=uuid.uuid4(), app_name="t", detached_at=timezone.now())
+    Record.objects.bulk_create(
+        Record(storage=storage, collection="c", record_id=str(i), data={"k": f"v{i}"}) for i in range(3000)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE apps_registry_record")
+    store = SqlStore(storage_id=storage.id, max_bytes=65536)
+    few = store._filtered("c", [(("k",), "in", ["v7", "v9"])])
+    many = store._filtered("c", [(("k",), "in", [f"v{i}" for i in range(0, 3000, 30)])])
+    assert sorted(r.record_id for r in few) == ["7", "9"]
+    assert len(list(many)) == 100
+    # Each list is one array parameter: the same SQL (prepared once) whatever its length.
+    assert few.query.sql_with_params()[0] == many.query.sql_with_params()[0]
+    plan = _plan(*few.query.sql_with_params())
     assert "apps_registry_record_data_gin" in plan, plan

@@ -513,6 +513,30 @@ def test_a_where_value_of_the_wrong_type_is_a_handler_error_naming_the_field(use
     assert exc.value.details == {"route": "r", "step": where}
 
 
+@pytest.mark.parametrize("field", ["n", "id"])
+def test_an_in_list_over_the_limit_fails_naming_the_limit_and_one_at_it_runs(user, settings, field):
+    settings.CHARMING_ROUTES_MAX_IN_VALUES = 1200
+    steps = [{"count": {"collection": "items", "where": {field: {"in": "params.xs"}}}, "as": "n"}, {"return": "n"}]
+    app = one_route_app(user, steps, kind="query", input_schema={"type": "object"})
+    RecordFactory(storage=app.storage, collection="items", record_id="7", data={"n": 7})
+    # At the limit: about as many values as once overflowed SQLite's expression tree (one OR per value).
+    assert run(user, app, params={"xs": list(range(1200))}, kind="query") == 1
+    with pytest.raises(OperationFailed) as exc:
+        run(user, app, params={"xs": list(range(1201))}, kind="query")
+    where = f"steps[0].count.where.{field}.in"
+    assert exc.value.message == (
+        f"Route 'r' failed at {where}: the `in` list holds 1201 values; the limit is 1200. "
+        "Filter with fewer values per call, or page through them."
+    )
+    assert exc.value.details == {
+        "limit": "in_values",
+        "max": 1200,
+        "setting": "CHARMING_ROUTES_MAX_IN_VALUES",
+        "route": "r",
+        "step": where,
+    }
+
+
 @pytest.mark.parametrize("source", ["{'a': 1}", "null", "[1]"])
 def test_an_id_condition_of_the_wrong_type_is_a_handler_error(user, source):
     app = one_route_app(user, [{"count": {"collection": "items", "where": {"id": source}}}], kind="query")

@@ -68,7 +68,7 @@ def binding_with(**env: str) -> subprocess.CompletedProcess[str]:
 def test_postgresql_binds_values_server_side_and_prepares_repeated_statements_unless_told_off():
     cases = [
         ({}, {"server_side_binding": True, "prepare_threshold": 5}),
-        ({"DATABASE_PREPARE_THRESHOLD": "0"}, {"server_side_binding": True, "prepare_threshold": 0}),
+        ({"DATABASE_PREPARE_THRESHOLD": "1"}, {"server_side_binding": True, "prepare_threshold": 1}),
         ({"DATABASE_PREPARE_THRESHOLD": " OFF "}, {}),  # client-side binding: PgBouncer in transaction mode
         ({"DATABASE_POOL": "false"}, {"server_side_binding": True, "prepare_threshold": 5}),
     ]
@@ -81,10 +81,13 @@ def test_postgresql_binds_values_server_side_and_prepares_repeated_statements_un
     assert json.loads(sqlite.stdout) == {}
 
 
-def test_a_prepare_threshold_that_is_not_a_count_stops_the_start_with_what_to_write():
-    loaded = binding_with(DATABASE_URL=POSTGRES, DATABASE_PREPARE_THRESHOLD="sometimes")
+def test_a_prepare_threshold_that_is_not_a_count_of_at_least_one_stops_the_start_with_what_to_write():
+    # 0 (prepare at first use) would break a migration's multi-command statements, which cannot be prepared.
+    for value in ("sometimes", "0", "-3"):
+        loaded = binding_with(DATABASE_URL=POSTGRES, DATABASE_PREPARE_THRESHOLD=value)
 
-    assert loaded.returncode != 0
-    assert (
-        "DATABASE_PREPARE_THRESHOLD must be a whole number of uses (0 prepares at once) or off, got 'sometimes'."
-    ) in loaded.stderr
+        assert loaded.returncode != 0
+        assert (
+            "DATABASE_PREPARE_THRESHOLD must be a whole number of uses of at least 1 (a statement is prepared once "
+            f"a connection has sent it that many times) or off, got {value!r}."
+        ) in loaded.stderr
