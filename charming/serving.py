@@ -1,15 +1,21 @@
-"""uvicorn's HTTP protocol with Nagle's algorithm off on every connection, whatever socket it came from.
+"""uvicorn's HTTP protocols with Nagle's algorithm off on every connection, whatever socket it came from.
 
 asyncio turns TCP_NODELAY on for an accepted connection only when the listening socket says its
 protocol is TCP (`sock.proto == IPPROTO_TCP`). One uvicorn process opens its own listening socket
 through getaddrinfo, which does; `uvicorn --workers N` binds one with `socket.socket(family)`
-(proto 0) and shares it, so every connection the workers accept keeps Nagle on. A response goes out
-as two writes (headers, then body); on a kept-alive connection the second waits for the client's
-delayed ACK of the first, ~40 ms per request. Setting the option here makes both modes alike:
+(proto 0) and shares it, so every connection the workers accept on asyncio's loop keeps Nagle on.
+A response goes out as two writes (headers, then body); on a kept-alive connection the second waits
+for the client's delayed ACK of the first, ~40 ms per request. uvloop sets TCP_NODELAY on every TCP
+connection it accepts, whatever the listening socket says, so `--workers N` on uvloop (uvicorn's
+choice when it is installed, as requirements.txt has it) is not affected.
 
+Setting the option in the protocol makes every loop and mode alike, for either HTTP parser:
+
+    uvicorn charming.asgi:application --workers 2 --http charming.serving:NoDelayHttpToolsProtocol
     uvicorn charming.asgi:application --workers 2 --http charming.serving:NoDelayH11Protocol
 
-`benchmarks/keepalive.py` measures it (docs/operations.md, "Several workers").
+`benchmarks/keepalive.py` measures them (docs/operations.md, "Several workers");
+tests/charming/test_serving.py reads the option back from served connections.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import asyncio
 import socket
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 
 def tcp_nodelay_set(transport: asyncio.BaseTransport) -> None:
@@ -27,9 +34,17 @@ def tcp_nodelay_set(transport: asyncio.BaseTransport) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-class NoDelayH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, with TCP_NODELAY set on each connection it serves."""
+class NoDelayOnConnect(asyncio.Protocol):
+    """Mixin for an HTTP protocol class: TCP_NODELAY set before the protocol takes the connection."""
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         tcp_nodelay_set(transport)
         super().connection_made(transport)
+
+
+class NoDelayH11Protocol(NoDelayOnConnect, H11Protocol):
+    """uvicorn's h11 protocol (pure Python), with TCP_NODELAY set on each connection it serves."""
+
+
+class NoDelayHttpToolsProtocol(NoDelayOnConnect, HttpToolsProtocol):
+    """uvicorn's httptools protocol (the C parser), with TCP_NODELAY set on each connection it serves."""
