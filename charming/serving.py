@@ -1,5 +1,10 @@
 """uvicorn's HTTP protocols with Nagle's algorithm off on every connection, whatever socket it came from.
 
+Serve Charming with `--http charming.serving:NoDelayHttpToolsProtocol` in every mode (one process
+or `--workers N`): it is uvicorn's fastest HTTP protocol (httptools) with TCP_NODELAY always on and
+header values without surrounding whitespace, as h11 gives them. uvicorn's `--http auto` picks the
+stock httptools protocol when httptools is installed, whose header values keep trailing whitespace.
+
 asyncio turns TCP_NODELAY on for an accepted connection only when the listening socket says its
 protocol is TCP (`sock.proto == IPPROTO_TCP`). One uvicorn process opens its own listening socket
 through getaddrinfo, which does; `uvicorn --workers N` binds one with `socket.socket(family)`
@@ -9,7 +14,8 @@ for the client's delayed ACK of the first, ~40 ms per request. uvloop sets TCP_N
 connection it accepts, whatever the listening socket says, so `--workers N` on uvloop (uvicorn's
 choice when it is installed, as requirements.txt has it) is not affected.
 
-Setting the option in the protocol makes every loop and mode alike, for either HTTP parser:
+Setting the option in the protocol makes every loop and mode alike, for either HTTP parser (the
+httptools one also strips header values as h11 does; see its docstring):
 
     uvicorn charming.asgi:application --workers 2 --http charming.serving:NoDelayHttpToolsProtocol
     uvicorn charming.asgi:application --workers 2 --http charming.serving:NoDelayH11Protocol
@@ -47,4 +53,13 @@ class NoDelayH11Protocol(NoDelayOnConnect, H11Protocol):
 
 
 class NoDelayHttpToolsProtocol(NoDelayOnConnect, HttpToolsProtocol):
-    """uvicorn's httptools protocol (the C parser), with TCP_NODELAY set on each connection it serves."""
+    """uvicorn's httptools protocol (the C parser), with TCP_NODELAY set on each connection it serves.
+
+    It also strips the whitespace around each header value, as h11 does: RFC 9110 §5.5 excludes it
+    from the value, but llhttp hands uvicorn the trailing part, and the MCP SDK then finds
+    `Mcp-Name: list_apps ` unequal to the body's tool name and answers 400 (the conformance
+    suite's http-header-validation scenario sends such a header).
+    """
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        super().on_header(name, value.strip(b" \t"))

@@ -3,7 +3,8 @@
 Each case serves a small ASGI app with uvicorn in a thread, on a listening socket made the way
 `uvicorn --workers N` makes it (`Config.bind_socket()`: `socket.socket(family)`, proto 0, handed to
 `Server.run(sockets=...)`), or the way one process makes its own. The app finds the connection it
-is answering among the server's connections and answers that socket's TCP_NODELAY option.
+is answering among the server's connections and answers that socket's TCP_NODELAY option, and the
+value of the request's `X-Probe` header as the protocol handed it over.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def _nodelay_app(server_box: list[uvicorn.Server]) -> Any:
         connections: set[Any] = server_box[0].server_state.connections
         (protocol,) = [p for p in connections if p.client == scope["client"]]
         sock = protocol.transport.get_extra_info("socket")
-        body = json.dumps({"nodelay": sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)}).encode()
+        probe = [value.decode() for name, value in scope["headers"] if name == b"x-probe"]
+        body = json.dumps({"nodelay": sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), "probe": probe}).encode()
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
         await send({"type": "http.response.body", "body": body})
 
@@ -110,6 +112,31 @@ def test_stock_protocols_on_uvloop_turn_nagle_off_for_a_workers_socket(http):
     """docs/operations.md says `uvicorn --workers N` on uvloop needs no protocol class: uvloop sets it itself."""
     with _serving(http=http, loop="uvloop", shared_socket=True) as port:
         assert _nodelay_seen(port) == [1, 1]
+
+
+def _probe_header_seen(port: int, value: str) -> list[str]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", "/", headers={"X-Probe": value})
+        response = connection.getresponse()
+        assert response.status == 200
+        return json.loads(response.read())["probe"]
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("http", [NODELAY_HTTPTOOLS, NODELAY_H11, STOCK_H11])
+def test_header_values_reach_the_app_without_surrounding_whitespace(http):
+    """RFC 9110 §5.5; the MCP SDK compares Mcp-Name and Mcp-Method with the body as they arrive."""
+    with _serving(http=http, loop="uvloop", shared_socket=False) as port:
+        assert _probe_header_seen(port, " \t list_apps \t ") == ["list_apps"]
+        assert _probe_header_seen(port, "two  words") == ["two  words"]
+
+
+def test_stock_httptools_protocol_keeps_trailing_whitespace_in_header_values():
+    """Why charming.serving's httptools protocol strips it, and uvicorn's `--http auto` is not enough."""
+    with _serving(http=STOCK_HTTPTOOLS, loop="uvloop", shared_socket=False) as port:
+        assert _probe_header_seen(port, " list_apps \t ") == ["list_apps \t "]
 
 
 def test_nodelay_httptools_protocol_is_uvicorns_httptools_protocol():
