@@ -1,9 +1,9 @@
 """uvicorn's HTTP protocols with Nagle's algorithm off on every connection, whatever socket it came from.
 
 Serve Charming with `--http charming.serving:NoDelayHttpToolsProtocol` in every mode (one process
-or `--workers N`): it is uvicorn's fastest HTTP protocol (httptools) with TCP_NODELAY always on and
-header values without surrounding whitespace, as h11 gives them. uvicorn's `--http auto` picks the
-stock httptools protocol when httptools is installed, whose header values keep trailing whitespace.
+or `--workers N`): it is uvicorn's fastest HTTP protocol (httptools) with TCP_NODELAY always on, and
+header values and request heads read as uvicorn's h11 protocol reads them (see the class). uvicorn's
+`--http auto` picks the stock httptools protocol when httptools is installed, which does not.
 
 asyncio turns TCP_NODELAY on for an accepted connection only when the listening socket says its
 protocol is TCP (`sock.proto == IPPROTO_TCP`). One uvicorn process opens its own listening socket
@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 
@@ -55,11 +55,39 @@ class NoDelayH11Protocol(NoDelayOnConnect, H11Protocol):
 class NoDelayHttpToolsProtocol(NoDelayOnConnect, HttpToolsProtocol):
     """uvicorn's httptools protocol (the C parser), with TCP_NODELAY set on each connection it serves.
 
-    It also strips the whitespace around each header value, as h11 does: RFC 9110 §5.5 excludes it
-    from the value, but llhttp hands uvicorn the trailing part, and the MCP SDK then finds
-    `Mcp-Name: list_apps ` unequal to the body's tool name and answers 400 (the conformance
-    suite's http-header-validation scenario sends such a header).
+    Two more changes make it read requests as uvicorn's h11 protocol does:
+
+    - It strips the whitespace around each header value: RFC 9110 §5.5 excludes it from the value,
+      but llhttp hands uvicorn the trailing part, and the MCP SDK then finds `Mcp-Name: list_apps `
+      unequal to the body's tool name and answers 400 (the conformance suite's
+      http-header-validation scenario sends such a header).
+    - It bounds a request's line and headers: past the bound h11 applies (uvicorn's
+      `--h11-max-incomplete-event-size`, 16 KiB by default) with the head still incomplete, it
+      answers 400 and closes the connection. The stock protocol buffers a head of any size.
     """
+
+    _head_bytes = 0  # received since the current request's head began, while that head is incomplete
+    _in_body = False  # between a request's headers and the end of its body
+
+    def data_received(self, data: bytes) -> None:
+        if not self._in_body:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if not self._in_body and self._head_bytes > self._head_limit() and not self.transport.is_closing():
+            self.logger.warning("Request line and headers over %d bytes.", self._head_limit())
+            self.send_400_response("Request line and headers too large.")
+
+    def _head_limit(self) -> int:
+        configured = self.config.h11_max_incomplete_event_size
+        return DEFAULT_MAX_INCOMPLETE_EVENT_SIZE if configured is None else configured
 
     def on_header(self, name: bytes, value: bytes) -> None:
         super().on_header(name, value.strip(b" \t"))
+
+    def on_headers_complete(self) -> None:
+        self._head_bytes, self._in_body = 0, True
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._in_body = False
+        super().on_message_complete()

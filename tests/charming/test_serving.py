@@ -4,7 +4,7 @@ Each case serves a small ASGI app with uvicorn in a thread, on a listening socke
 `uvicorn --workers N` makes it (`Config.bind_socket()`: `socket.socket(family)`, proto 0, handed to
 `Server.run(sockets=...)`), or the way one process makes its own. The app finds the connection it
 is answering among the server's connections and answers that socket's TCP_NODELAY option, and the
-value of the request's `X-Probe` header as the protocol handed it over.
+value of the request's `X-Probe` header as the protocol handed it over, and how many body bytes it read.
 """
 
 from __future__ import annotations
@@ -35,8 +35,16 @@ def _nodelay_app(server_box: list[uvicorn.Server]) -> Any:
         (protocol,) = [p for p in connections if p.client == scope["client"]]
         sock = protocol.transport.get_extra_info("socket")
         probe = [value.decode() for name, value in scope["headers"] if name == b"x-probe"]
-        body = json.dumps({"nodelay": sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), "probe": probe}).encode()
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        received = 0
+        while True:
+            message = await receive()
+            received += len(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        nodelay = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        body = json.dumps({"nodelay": nodelay, "probe": probe, "received": received}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
     return app
@@ -137,6 +145,55 @@ def test_stock_httptools_protocol_keeps_trailing_whitespace_in_header_values():
     """Why charming.serving's httptools protocol strips it, and uvicorn's `--http auto` is not enough."""
     with _serving(http=STOCK_HTTPTOOLS, loop="uvloop", shared_socket=False) as port:
         assert _probe_header_seen(port, " list_apps \t ") == ["list_apps \t "]
+
+
+def _raw_exchange(port: int, *parts: bytes) -> bytes:
+    """Send `parts` one after another on a new connection (the server sees each arrive), read until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        for part in parts:
+            sock.sendall(part)
+            time.sleep(0.05)  # ordering only: each part reaches the server before the next (no timing asserted)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    return received
+
+
+HEAD_START = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-Big: "
+
+
+@pytest.mark.parametrize("http", [NODELAY_HTTPTOOLS, NODELAY_H11])
+def test_a_request_head_past_the_bound_is_refused_with_400_before_it_ends(http):
+    """Past uvicorn's --h11-max-incomplete-event-size (16 KiB) with the head still open: 400, connection closed."""
+    with _serving(http=http, loop="uvloop", shared_socket=False) as port:
+        answer = _raw_exchange(port, HEAD_START + b"a" * 10_000, b"a" * 10_000)
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    if http == NODELAY_HTTPTOOLS:
+        assert answer.endswith(b"Request line and headers too large.")
+
+
+@pytest.mark.parametrize("http", [NODELAY_HTTPTOOLS, NODELAY_H11])
+def test_a_request_head_within_the_bound_is_served_when_it_arrives_in_parts(http):
+    with _serving(http=http, loop="uvloop", shared_socket=False) as port:
+        answer = _raw_exchange(port, HEAD_START + b"a" * 6_000, b"a" * 6_000, b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200 ")
+
+
+@pytest.mark.parametrize("http", [NODELAY_HTTPTOOLS, NODELAY_H11])
+def test_a_body_larger_than_the_head_bound_is_not_counted_as_head(http):
+    body = b"b" * 1_000_000
+    head = b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
+    with _serving(http=http, loop="uvloop", shared_socket=False) as port:
+        answer = _raw_exchange(port, head + body[:300_000], body[300_000:])
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["received"] == len(body)
+
+
+def test_stock_httptools_protocol_buffers_a_request_head_of_any_size():
+    """Why charming.serving's httptools protocol bounds it."""
+    with _serving(http=STOCK_HTTPTOOLS, loop="uvloop", shared_socket=False) as port:
+        answer = _raw_exchange(port, HEAD_START + b"a" * 100_000, b"a" * 100_000, b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200 ")
 
 
 def test_nodelay_httptools_protocol_is_uvicorns_httptools_protocol():
