@@ -32,7 +32,7 @@ setup: $(VENV)/.runtime
 run: setup
 	@$(BIN)/python manage.py db_worker & worker=$$!; \
 	trap 'kill -TERM $$worker 2>/dev/null; wait $$worker 2>/dev/null' EXIT INT TERM; \
-	$(BIN)/uvicorn charming.asgi:application --host $(HOST) --port $(PORT)
+	$(BIN)/uvicorn charming.asgi:application --host $(HOST) --port $(PORT) --http charming.serving:NoDelayHttpToolsProtocol
 
 test: $(VENV)/.dev
 	$(BIN)/pytest $(PYTEST_ARGS)

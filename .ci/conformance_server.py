@@ -56,6 +56,7 @@ def _serve(host: str, port: int) -> int:
     from starlette.types import Receive, Scope, Send
 
     from apps_registry.services.apps import app_create
+    from charming.serving import NoDelayHttpToolsProtocol
     from mcp_tools.asgi import CharmingASGI
     from mcp_tools.auth import Caller, run_as
     from mcp_tools.server import session_manager_build
@@ -78,7 +79,8 @@ def _serve(host: str, port: int) -> int:
         port,
         user.username,
     )
-    uvicorn.run(application, host=host, port=port, lifespan="on", log_level="warning")
+    # The protocol docs/operations.md serves with (uvicorn's stock httptools one keeps header whitespace).
+    uvicorn.run(application, host=host, port=port, lifespan="on", log_level="warning", http=NoDelayHttpToolsProtocol)
     return 0
 
 

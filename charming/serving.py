@@ -1,15 +1,27 @@
-"""uvicorn's HTTP protocol with Nagle's algorithm off on every connection, whatever socket it came from.
+"""uvicorn's HTTP protocols with Nagle's algorithm off on every connection, whatever socket it came from.
+
+Serve Charming with `--http charming.serving:NoDelayHttpToolsProtocol` in every mode (one process
+or `--workers N`): it is uvicorn's fastest HTTP protocol (httptools) with TCP_NODELAY always on, and
+header values and request heads read as uvicorn's h11 protocol reads them (see the class). uvicorn's
+`--http auto` picks the stock httptools protocol when httptools is installed, which does not.
 
 asyncio turns TCP_NODELAY on for an accepted connection only when the listening socket says its
 protocol is TCP (`sock.proto == IPPROTO_TCP`). One uvicorn process opens its own listening socket
 through getaddrinfo, which does; `uvicorn --workers N` binds one with `socket.socket(family)`
-(proto 0) and shares it, so every connection the workers accept keeps Nagle on. A response goes out
-as two writes (headers, then body); on a kept-alive connection the second waits for the client's
-delayed ACK of the first, ~40 ms per request. Setting the option here makes both modes alike:
+(proto 0) and shares it, so every connection the workers accept on asyncio's loop keeps Nagle on.
+A response goes out as two writes (headers, then body); on a kept-alive connection the second waits
+for the client's delayed ACK of the first, ~40 ms per request. uvloop sets TCP_NODELAY on every TCP
+connection it accepts, whatever the listening socket says, so `--workers N` on uvloop (uvicorn's
+choice when it is installed, as requirements.txt has it) is not affected.
 
+Setting the option in the protocol makes every loop and mode alike, for either HTTP parser (the
+httptools one also strips header values as h11 does; see its docstring):
+
+    uvicorn charming.asgi:application --workers 2 --http charming.serving:NoDelayHttpToolsProtocol
     uvicorn charming.asgi:application --workers 2 --http charming.serving:NoDelayH11Protocol
 
-`benchmarks/keepalive.py` measures it (docs/operations.md, "Several workers").
+`benchmarks/keepalive.py` measures them (docs/operations.md, "Several workers");
+tests/charming/test_serving.py reads the option back from served connections.
 """
 
 from __future__ import annotations
@@ -17,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 
 def tcp_nodelay_set(transport: asyncio.BaseTransport) -> None:
@@ -27,9 +40,54 @@ def tcp_nodelay_set(transport: asyncio.BaseTransport) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-class NoDelayH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, with TCP_NODELAY set on each connection it serves."""
+class NoDelayOnConnect(asyncio.Protocol):
+    """Mixin for an HTTP protocol class: TCP_NODELAY set before the protocol takes the connection."""
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         tcp_nodelay_set(transport)
         super().connection_made(transport)
+
+
+class NoDelayH11Protocol(NoDelayOnConnect, H11Protocol):
+    """uvicorn's h11 protocol (pure Python), with TCP_NODELAY set on each connection it serves."""
+
+
+class NoDelayHttpToolsProtocol(NoDelayOnConnect, HttpToolsProtocol):
+    """uvicorn's httptools protocol (the C parser), with TCP_NODELAY set on each connection it serves.
+
+    Two more changes make it read requests as uvicorn's h11 protocol does:
+
+    - It strips the whitespace around each header value: RFC 9110 §5.5 excludes it from the value,
+      but llhttp hands uvicorn the trailing part, and the MCP SDK then finds `Mcp-Name: list_apps `
+      unequal to the body's tool name and answers 400 (the conformance suite's
+      http-header-validation scenario sends such a header).
+    - It bounds a request's line and headers: past the bound h11 applies (uvicorn's
+      `--h11-max-incomplete-event-size`, 16 KiB by default) with the head still incomplete, it
+      answers 400 and closes the connection. The stock protocol buffers a head of any size.
+    """
+
+    _head_bytes = 0  # received since the current request's head began, while that head is incomplete
+    _in_body = False  # between a request's headers and the end of its body
+
+    def data_received(self, data: bytes) -> None:
+        if not self._in_body:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if not self._in_body and self._head_bytes > self._head_limit() and not self.transport.is_closing():
+            self.logger.warning("Request line and headers over %d bytes.", self._head_limit())
+            self.send_400_response("Request line and headers too large.")
+
+    def _head_limit(self) -> int:
+        configured = self.config.h11_max_incomplete_event_size
+        return DEFAULT_MAX_INCOMPLETE_EVENT_SIZE if configured is None else configured
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        super().on_header(name, value.strip(b" \t"))
+
+    def on_headers_complete(self) -> None:
+        self._head_bytes, self._in_body = 0, True
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._in_body = False
+        super().on_message_complete()

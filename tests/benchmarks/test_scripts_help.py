@@ -14,3 +14,16 @@ def test_benchmark_script_prints_its_help(script):
     out = subprocess.run([sys.executable, str(BENCHMARKS / script), "--help"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "--quick" in out.stdout
+
+
+def test_keepalive_benchmark_prints_its_help():
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "keepalive.py"), "--help"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "--rounds" in out.stdout and "--only" in out.stdout
+
+
+def test_keepalive_benchmark_refuses_an_only_that_matches_no_configuration():
+    command = [sys.executable, str(BENCHMARKS / "keepalive.py"), "--only", "3 workers"]
+    out = subprocess.run(command, capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "--only '3 workers' matches no configuration: 1 worker, asyncio, h11" in out.stderr

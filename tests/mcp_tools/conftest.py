@@ -23,6 +23,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from apps_registry.services.tokens import token_create
+from charming.serving import NoDelayHttpToolsProtocol  # what docs/operations.md serves with
 from tests.factories import UserFactory
 
 LEGACY = "legacy"  # 2025-11-25: initialize, Mcp-Session-Id, SSE
@@ -49,7 +50,9 @@ def _free_port() -> int:
 def live_server_running(app: Any) -> Iterator[LiveServer]:
     """`app` served by uvicorn in a thread of this process, on a free port, until the block ends."""
     port = _free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on", log_level="warning")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, lifespan="on", log_level="warning", http=NoDelayHttpToolsProtocol
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="live-mcp-server", daemon=True)
     thread.start()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import http.client
+import json
 import logging
 
 import httpx2
@@ -214,3 +216,34 @@ def test_a_get_without_a_session_is_refused(live, alice):
     response = run(get())
     assert response.status_code == 400
     assert response.json()["error"] == {"code": -32600, "message": "Bad Request: Missing session ID"}
+
+
+def test_header_values_padded_with_whitespace_are_read_without_it(live, alice):
+    """RFC 9110 §5.5: the server hands header values over stripped (uvicorn's stock httptools protocol does not).
+
+    http.client sends the values as given; httpx2 would refuse to send them padded.
+    """
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "list_apps", "arguments": {}, "_meta": META},
+    }
+    host, port = live.base_url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    headers = {
+        **ACCEPT,
+        "MCP-Protocol-Version": "2026-07-28 ",
+        "Mcp-Method": "tools/call\t",
+        "Mcp-Name": " list_apps \t ",
+        "Authorization": f"Bearer {alice.token}  ",
+    }
+    try:
+        connection.request("POST", "/mcp", body=json.dumps(call), headers=headers)
+        response = connection.getresponse()
+        status, body = response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+    assert status == 200, body
+    assert body["result"]["isError"] is False
