@@ -88,6 +88,8 @@ DEFINITION = {
 }
 PARAMS = {"amount": 4.5, "category": "coffee"}
 KINDS = ("rest", "mcp-2025-11-25", "mcp-2026-07-28")
+# The HTTP protocol docs/operations.md serves with (an older checkout given with --tree may lack it: pass --uvicorn).
+SERVE_OPTIONS = "--http charming.serving:NoDelayHttpToolsProtocol"
 CALL_WARMUP = 3  # calls per client after its setup, before the clock starts
 
 
@@ -553,7 +555,11 @@ def main() -> int:
     parser.add_argument("--sql-out", default="", help="floor: also write the captured pgbench script to this file")
     parser.add_argument("--servers", type=int, default=1, help="uvicorn processes, one per port (default 1)")
     parser.add_argument("--tree", type=Path, default=ROOT, help="run the server from this checkout (older code, say)")
-    parser.add_argument("--uvicorn", default="", help="more uvicorn options, one string ('--http h11', say)")
+    parser.add_argument(
+        "--uvicorn",
+        default=SERVE_OPTIONS,
+        help=f"uvicorn options beyond host and port, one string (default {SERVE_OPTIONS!r}, as documented)",
+    )
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="a setting for the server")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run: few calls, one repetition")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
