@@ -97,15 +97,19 @@ def _plan(sql_text: str, params) -> str:
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
-@pytest.mark.postgres
-def test_an_eq_filter_on_postgresql_is_served_by_the_gin_index():
+def _store_of_3000_records() -> SqlStore:
     storage = Storage.objects.create(app=None, app_uuid=uuid.uuid4(), app_name="t", detached_at=timezone.now())
     Record.objects.bulk_create(
         Record(storage=storage, collection="c", record_id=str(i), data={"k": f"v{i}"}) for i in range(3000)
     )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE apps_registry_record")
-    qs = SqlStore(storage_id=storage.id, max_bytes=65536)._filtered("c", [(("k",), "eq", "v7")])
+    return SqlStore(storage_id=storage.id, max_bytes=65536)
+
+
+@pytest.mark.postgres
+def test_an_eq_filter_on_postgresql_is_served_by_the_gin_index():
+    qs = _store_of_3000_records()._filtered("c", [(("k",), "eq", "v7")])
     assert [r.record_id for r in qs] == ["7"]
     plan = _plan(*qs.query.sql_with_params())
     assert "apps_registry_record_data_gin" in plan, plan
@@ -113,13 +117,7 @@ def test_an_eq_filter_on_postgresql_is_served_by_the_gin_index():
 
 @pytest.mark.postgres
 def test_an_in_filter_on_postgresql_is_one_statement_shape_served_by_the_gin_index():
-    storage = Storage.objects.create(app=None, app_uuid=uuid.uuid4(), app_name="t", detached_at=timezone.now())
-    Record.objects.bulk_create(
-        Record(storage=storage, collection="c", record_id=str(i), data={"k": f"v{i}"}) for i in range(3000)
-    )
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE apps_registry_record")
-    store = SqlStore(storage_id=storage.id, max_bytes=65536)
+    store = _store_of_3000_records()
     few = store._filtered("c", [(("k",), "in", ["v7", "v9"])])
     many = store._filtered("c", [(("k",), "in", [f"v{i}" for i in range(0, 3000, 30)])])
     assert sorted(r.record_id for r in few) == ["7", "9"]

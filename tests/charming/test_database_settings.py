@@ -15,11 +15,26 @@ PRINT_DATABASE = (
 )
 
 
-def settings_with(**env: str) -> subprocess.CompletedProcess[str]:
+PRINT_BINDING = (
+    "import json; from charming import settings; o = settings.DATABASES['default'].get('OPTIONS', {}); "
+    "print(json.dumps({k: o[k] for k in ('server_side_binding', 'prepare_threshold') if k in o}))"
+)
+
+
+def loaded_with(script: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`script` run in a fresh process whose environment has only the DATABASE_ variables given."""
     environment = {key: value for key, value in os.environ.items() if not key.startswith("DATABASE_")}
     return subprocess.run(
-        [sys.executable, "-c", PRINT_DATABASE], cwd=ROOT, env={**environment, **env}, capture_output=True, text=True
+        [sys.executable, "-c", script], cwd=ROOT, env={**environment, **env}, capture_output=True, text=True
     )
+
+
+def settings_with(**env: str) -> subprocess.CompletedProcess[str]:
+    return loaded_with(PRINT_DATABASE, **env)
+
+
+def binding_with(**env: str) -> subprocess.CompletedProcess[str]:
+    return loaded_with(PRINT_BINDING, **env)
 
 
 POSTGRES = "postgres://charming@127.0.0.1:5432/charming"
@@ -50,19 +65,6 @@ def test_persistent_connections_with_the_pool_stop_the_start_with_what_to_change
         "DATABASE_CONN_MAX_AGE must be 0 while the connection pool is on (the pool keeps connections open): "
         "unset DATABASE_CONN_MAX_AGE, or set DATABASE_POOL=false"
     ) in loaded.stderr
-
-
-PRINT_BINDING = (
-    "import json; from charming import settings; o = settings.DATABASES['default'].get('OPTIONS', {}); "
-    "print(json.dumps({k: o[k] for k in ('server_side_binding', 'prepare_threshold') if k in o}))"
-)
-
-
-def binding_with(**env: str) -> subprocess.CompletedProcess[str]:
-    environment = {key: value for key, value in os.environ.items() if not key.startswith("DATABASE_")}
-    return subprocess.run(
-        [sys.executable, "-c", PRINT_BINDING], cwd=ROOT, env={**environment, **env}, capture_output=True, text=True
-    )
 
 
 def test_postgresql_binds_values_server_side_and_prepares_repeated_statements_unless_told_off():
