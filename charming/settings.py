@@ -105,9 +105,12 @@ else:
                 "DATABASE_PREPARE_THRESHOLD must be a whole number of uses of at least 1 (a statement is prepared "
                 f"once a connection has sent it that many times) or off, got {prepare_threshold[:40]!r}."
             )
-        DATABASES["default"].setdefault("OPTIONS", {}).update(
-            {"server_side_binding": True, "prepare_threshold": int(prepare_threshold)}
-        )
+        options = DATABASES["default"].setdefault("OPTIONS", {})
+        options.update({"server_side_binding": True, "prepare_threshold": int(prepare_threshold)})
+        # Each execution is still planned for its own values: a generic plan (PostgreSQL's choice after five runs
+        # of a prepared statement) cannot use a partial index whose predicate names a value, such as an author's
+        # declared index, and picked worse plans for the records table as it grew (docs/performance.md).
+        options["options"] = f"{options.get('options', '')} -c plan_cache_mode=force_custom_plan".strip()
     if env.bool("DATABASE_POOL", default=True):
         # Django's psycopg pool: a request borrows an open connection for each unit of work and gives it back, so
         # no call pays for a new PostgreSQL connection (SQLite has no pool; opening its file is cheap).

@@ -17,7 +17,7 @@ PRINT_DATABASE = (
 
 PRINT_BINDING = (
     "import json; from charming import settings; o = settings.DATABASES['default'].get('OPTIONS', {}); "
-    "print(json.dumps({k: o[k] for k in ('server_side_binding', 'prepare_threshold') if k in o}))"
+    "print(json.dumps({k: o[k] for k in ('server_side_binding', 'prepare_threshold', 'options') if k in o}))"
 )
 
 
@@ -68,17 +68,22 @@ def test_persistent_connections_with_the_pool_stop_the_start_with_what_to_change
 
 
 def test_postgresql_binds_values_server_side_and_prepares_repeated_statements_unless_told_off():
+    custom = "-c plan_cache_mode=force_custom_plan"  # prepared, but planned for each execution's values
+    prepared = {"server_side_binding": True, "prepare_threshold": 5, "options": custom}
     cases = [
-        ({}, {"server_side_binding": True, "prepare_threshold": 5}),
-        ({"DATABASE_PREPARE_THRESHOLD": "1"}, {"server_side_binding": True, "prepare_threshold": 1}),
+        ({}, prepared),
+        ({"DATABASE_PREPARE_THRESHOLD": "1"}, {**prepared, "prepare_threshold": 1}),
         ({"DATABASE_PREPARE_THRESHOLD": " OFF "}, {}),  # client-side binding: PgBouncer in transaction mode
-        ({"DATABASE_POOL": "false"}, {"server_side_binding": True, "prepare_threshold": 5}),
+        ({"DATABASE_POOL": "false"}, prepared),
     ]
     for env, expected in cases:
         loaded = binding_with(DATABASE_URL=POSTGRES, **env)
 
         assert loaded.returncode == 0, loaded.stderr
         assert json.loads(loaded.stdout) == expected, env
+    # Options given in the URL are kept.
+    given = binding_with(DATABASE_URL=POSTGRES + "?options=-c%20search_path%3Dcharming")
+    assert json.loads(given.stdout)["options"] == f"-c search_path=charming {custom}"
     sqlite = binding_with(DATABASE_URL="sqlite:///var/x.sqlite3")
     assert json.loads(sqlite.stdout) == {}
 
