@@ -107,9 +107,10 @@ else:
             )
         options = DATABASES["default"].setdefault("OPTIONS", {})
         options.update({"server_side_binding": True, "prepare_threshold": int(prepare_threshold)})
-        # Each execution is still planned for its own values: a generic plan (PostgreSQL's choice after five runs
-        # of a prepared statement) cannot use a partial index whose predicate names a value, such as an author's
-        # declared index, and picked worse plans for the records table as it grew (docs/performance.md).
+        # Each execution is still planned for its own values. A generic plan (PostgreSQL's choice after five runs
+        # of a prepared statement, when its estimate looks no worse) is made from the statistics of the moment:
+        # made while a table was small, ORM joins on the records table kept plans that filtered thousands of rows
+        # as it grew (benchmarks/route_engine.py, docs/performance.md). Parsing is still skipped.
         options["options"] = f"{options.get('options', '')} -c plan_cache_mode=force_custom_plan".strip()
     if env.bool("DATABASE_POOL", default=True):
         # Django's psycopg pool: a request borrows an open connection for each unit of work and gives it back, so
