@@ -93,11 +93,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-db.sqlite3")}
 else:
     # PostgreSQL. Server-side binding lets psycopg prepare a statement once a connection has sent it
-    # DATABASE_PREPARE_THRESHOLD times: PostgreSQL then skips parsing and planning it, which was about half of a
-    # call's database CPU (docs/performance.md). `off` sends every statement as text with its values bound in
-    # the client, for a pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21,
-    # or without max_prepared_statements). Not 0 (prepare at first use): a migration's multi-command statements
-    # cannot be prepared, and each runs once.
+    # DATABASE_PREPARE_THRESHOLD times: PostgreSQL then skips parsing it (docs/performance.md). `off` sends every
+    # statement as text with its values bound in the client, for a pooler that cannot keep prepared statements
+    # (PgBouncer in transaction mode before 1.21, or without max_prepared_statements). Not 0 (prepare at first
+    # use): a migration's multi-command statements cannot be prepared, and each runs once.
     prepare_threshold = env.str("DATABASE_PREPARE_THRESHOLD", default="5").strip().lower()
     if prepare_threshold != "off":
         if not prepare_threshold.isdigit() or int(prepare_threshold) < 1:
