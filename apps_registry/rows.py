@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from django.db import connections
 from django.db.models import Model
-
-M = TypeVar("M", bound=Model)
 
 
 @dataclass(frozen=True)
