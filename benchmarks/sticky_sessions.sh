@@ -32,11 +32,13 @@ for i in range(8):
 
 if [ "$MODE" = workers ]; then
   .venv/bin/uvicorn charming.asgi:application --host 127.0.0.1 --port "$P0" --workers 2 --log-level warning \
+    --http charming.serving:NoDelayHttpToolsProtocol \
     >"$W/uvicorn.log" 2>&1 &
   PIDS+=($!)
 else
   for p in $P1 $P2; do
-    .venv/bin/uvicorn charming.asgi:application --host 127.0.0.1 --port "$p" --log-level warning >"$W/uvicorn-$p.log" 2>&1 &
+    .venv/bin/uvicorn charming.asgi:application --host 127.0.0.1 --port "$p" --log-level warning \
+      --http charming.serving:NoDelayHttpToolsProtocol >"$W/uvicorn-$p.log" 2>&1 &
     PIDS+=($!)
   done
   if [ "$MODE" = hash ]; then BALANCE='hash $http_authorization consistent;'; else BALANCE=''; fi
