@@ -35,16 +35,6 @@ def _executor() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=settings.DATABASE_POOL_MAX_SIZE, thread_name_prefix="charming-db")
 
 
-def _unit(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    # Django's own request boundaries, around one unit: drop a connection that went bad or stale before, give
-    # this one back after (CONN_MAX_AGE is 0 with the pool, so "give back" is putconn).
-    close_old_connections()
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        close_old_connections()
-
-
 def _called_from_sync_code() -> bool:
     """Whether this coroutine runs under `async_to_sync` from a sync thread (asgiref records that thread)."""
     return getattr(AsyncToSync.executors, "current", None) is not None
@@ -57,7 +47,13 @@ async def db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         # run there, as asgiref's thread-sensitive default does, and leave the connection to that caller.
         return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
 
-    def work() -> R:
-        return _unit(fn, *args, **kwargs)
+    def unit() -> R:
+        # Django's own request boundaries, around one unit: drop a connection that went bad or stale before, give
+        # this one back after (CONN_MAX_AGE is 0 with the pool, so "give back" is putconn).
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
 
-    return await asyncio.get_running_loop().run_in_executor(_executor(), contextvars.copy_context().run, work)
+    return await asyncio.get_running_loop().run_in_executor(_executor(), contextvars.copy_context().run, unit)

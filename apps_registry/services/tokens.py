@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from collections.abc import Iterable
@@ -103,24 +104,29 @@ def token_authenticate(*, plaintext: str | None) -> ApiToken:
 def _token_with_user(secret_hash: str) -> ApiToken | None:
     """The token with this hash and its user, in one query on the unique hash index (hand-written: building the
     ORM's select_related join on every request cost more than the rest of authenticating)."""
-    user_model = get_user_model()
-    token_columns, user_columns = columns_of(ApiToken), columns_of(user_model)
-    quote = connection.ops.quote_name
-    user_pk, token_user = quote(user_model._meta.pk.column), quote(ApiToken._meta.get_field("user").column)
-    sql = (
-        f"SELECT {token_columns.select('t')}, {user_columns.select('u')} "
-        f"FROM {quote(ApiToken._meta.db_table)} t "
-        f"JOIN {quote(user_model._meta.db_table)} u ON u.{user_pk} = t.{token_user} "
-        f"WHERE t.{quote('secret_hash')} = %s"
-    )
+    token_columns, user_columns = columns_of(ApiToken), columns_of(get_user_model())
     with connection.cursor() as cursor:
-        cursor.execute(sql, [secret_hash])
+        cursor.execute(_token_with_user_sql(), [secret_hash])
         row = cursor.fetchone()
     if row is None:
         return None
     token = token_columns.instance(row)
     token.user = user_columns.instance(row, start=len(token_columns.columns))
     return token
+
+
+@functools.cache
+def _token_with_user_sql() -> str:
+    """The lookup's SQL, written once per process (its columns come from the models, in `columns_of`'s order)."""
+    user_model = get_user_model()
+    quote = connection.ops.quote_name
+    user_pk, token_user = quote(user_model._meta.pk.column), quote(ApiToken._meta.get_field("user").column)
+    return (
+        f"SELECT {columns_of(ApiToken).select('t')}, {columns_of(user_model).select('u')} "
+        f"FROM {quote(ApiToken._meta.db_table)} t "
+        f"JOIN {quote(user_model._meta.db_table)} u ON u.{user_pk} = t.{token_user} "
+        f"WHERE t.{quote('secret_hash')} = %s"
+    )
 
 
 def token_last_used_note(*, token: ApiToken) -> None:
