@@ -92,11 +92,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # unlike the one served.
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-db.sqlite3")}
 else:
-    # PostgreSQL. Server-side binding lets psycopg prepare a statement once a connection has sent it
-    # DATABASE_PREPARE_THRESHOLD times: PostgreSQL then skips parsing it (docs/performance.md). `off` sends every
-    # statement as text with its values bound in the client, for a pooler that cannot keep prepared statements
-    # (PgBouncer in transaction mode before 1.21, or without max_prepared_statements). Not 0 (prepare at first
-    # use): a migration's multi-command statements cannot be prepared, and each runs once.
+    # PostgreSQL. Server-side binding lets psycopg prepare the statements the code declares plan-stable (lookups by
+    # key, apps_registry/plans.py) once a connection has sent one DATABASE_PREPARE_THRESHOLD times: PostgreSQL then
+    # parses it once and may keep one plan for it; every other statement is planned for its own values
+    # (docs/performance.md). `off` sends every statement as text with its values bound in the client, for a pooler
+    # that cannot keep prepared statements (PgBouncer in transaction mode before 1.21, or without
+    # max_prepared_statements). At least 1: preparing costs a round trip of its own, which a statement sent once
+    # never earns back.
     prepare_threshold = env.str("DATABASE_PREPARE_THRESHOLD", default="5").strip().lower()
     if prepare_threshold != "off":
         if not prepare_threshold.isdigit() or int(prepare_threshold) < 1:
@@ -104,13 +106,15 @@ else:
                 "DATABASE_PREPARE_THRESHOLD must be a whole number of uses of at least 1 (a statement is prepared "
                 f"once a connection has sent it that many times) or off, got {prepare_threshold[:40]!r}."
             )
-        options = DATABASES["default"].setdefault("OPTIONS", {})
-        options.update({"server_side_binding": True, "prepare_threshold": int(prepare_threshold)})
-        # Each execution is still planned for its own values. A generic plan (PostgreSQL's choice after five runs
-        # of a prepared statement, when its estimate looks no worse) is made from the statistics of the moment:
-        # made while a table was small, ORM joins on the records table kept plans that filtered thousands of rows
-        # as it grew (benchmarks/route_engine.py, docs/performance.md). Parsing is still skipped.
-        options["options"] = f"{options.get('options', '')} -c plan_cache_mode=force_custom_plan".strip()
+        from charming.postgres import PlanStableCursor
+
+        DATABASES["default"].setdefault("OPTIONS", {}).update(
+            {
+                "server_side_binding": True,
+                "prepare_threshold": int(prepare_threshold),
+                "cursor_factory": PlanStableCursor,
+            }
+        )
     if env.bool("DATABASE_POOL", default=True):
         # Django's psycopg pool: a request borrows an open connection for each unit of work and gives it back, so
         # no call pays for a new PostgreSQL connection (SQLite has no pool; opening its file is cheap).

@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from apps_registry.exceptions import OperationFailed
 from apps_registry.models import Record, Storage
+from apps_registry.plans import plan_stable
 from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
 from apps_registry.routes.store import document, encoded_record, missing
 
@@ -250,7 +251,7 @@ class SqlStore:
         # A lookup by the unique (storage, collection, record_id) index, as plain SQL: building it with
         # the ORM cost more than the rest of a typical step.
         opts = Record._meta
-        sql = (
+        sql = plan_stable(
             f"SELECT data FROM {connection.ops.quote_name(opts.db_table)} "
             "WHERE storage_id = %s AND collection = %s AND record_id = %s"
         )
@@ -346,7 +347,7 @@ class SqlStore:
         encoded = encoded_record(collection, record_id, data, self.max_bytes)
         opts = Record._meta
         now = opts.get_field("created_at").get_db_prep_value(timezone.now(), connection)
-        sql = (
+        sql = plan_stable(
             f"INSERT INTO {connection.ops.quote_name(opts.db_table)} "
             "(storage_id, collection, record_id, data, version, created_at, updated_at) "
             "VALUES (%s, %s, %s, %s, 1, %s, %s)"
@@ -451,7 +452,7 @@ class SqlStore:
             value_params = [path, path, by]
             field_type, type_params = "json_type(data, %s)", [path]
             new_field, field_params = "json_extract(data, %s)", [path]
-        sql = (
+        sql = plan_stable(  # by the unique (storage, collection, record_id) index
             f"UPDATE {quote(opts.db_table)} SET data = {new_value}, version = version + 1, updated_at = %s "
             f"WHERE storage_id = %s AND collection = %s AND record_id = %s "
             f"AND ({field_type} IS NULL OR {field_type} IN ('number', 'integer', 'real', 'null')) "
@@ -481,7 +482,7 @@ class SqlStore:
         # Never below 0: records written around the engine (a bulk load, a test's fixtures) are not counted.
         opts = Storage._meta
         larger = "GREATEST" if connection.vendor == "postgresql" else "MAX"
-        sql = (
+        sql = plan_stable(
             f"UPDATE {connection.ops.quote_name(opts.db_table)} SET records_held = {larger}(records_held + %s, 0) "
             "WHERE id = %s RETURNING records_held"
         )

@@ -22,6 +22,7 @@ until it commits, serialising every call of that token or app behind it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import math
@@ -35,6 +36,7 @@ from django.db import connection
 
 from apps_registry.exceptions import AuthenticationFailed, RateLimited
 from apps_registry.models import App, Membership, RateBudget
+from apps_registry.plans import plan_stable
 from apps_registry.ratelimits import Rate, current_rate
 from apps_registry.values import parse_uuid
 
@@ -46,7 +48,9 @@ _last_sweep = 0.0
 _sweep_lock = threading.Lock()
 
 
+@functools.cache
 def _statement(*, gated: bool) -> str:
+    """The budget's one statement (written once per process), by its key: with `gated`, only for a member."""
     quote = connection.ops.quote_name
     table, key, tat = quote(RateBudget._meta.db_table), quote("key"), quote("tat")
     # SQLite needs a WHERE on an INSERT ... SELECT that has an ON CONFLICT clause (a parsing ambiguity).
@@ -54,7 +58,7 @@ def _statement(*, gated: bool) -> str:
     if gated:
         membership = quote(Membership._meta.db_table)
         gate = f"WHERE EXISTS (SELECT 1 FROM {membership} m WHERE m.app_id = %s AND m.user_id = %s)"
-    return (
+    return plan_stable(
         f"INSERT INTO {table} ({key}, {tat}) SELECT %s, %s {gate} "
         f"ON CONFLICT ({key}) DO UPDATE SET {tat} = (CASE WHEN {table}.{tat} > %s THEN {table}.{tat} ELSE %s END) + %s "
         f"WHERE {table}.{tat} <= %s RETURNING {tat}"
@@ -95,13 +99,16 @@ def rate_budget_take(
 
 
 def _tat_of(key: str) -> float | None:
-    quote = connection.ops.quote_name
     with connection.cursor() as cursor:  # by primary key, without the ORM's ORDER BY for .first()
-        cursor.execute(
-            f"SELECT {quote('tat')} FROM {quote(RateBudget._meta.db_table)} WHERE {quote('key')} = %s", [key]
-        )
+        cursor.execute(_tat_sql(), [key])
         row = cursor.fetchone()
     return None if row is None else float(row[0])
+
+
+@functools.cache
+def _tat_sql() -> str:
+    quote = connection.ops.quote_name
+    return plan_stable(f"SELECT {quote('tat')} FROM {quote(RateBudget._meta.db_table)} WHERE {quote('key')} = %s")
 
 
 def _sweep_maybe(now: float) -> None:

@@ -19,6 +19,7 @@ from apps_registry.exceptions import (
     unstorable_text_refuse,
 )
 from apps_registry.models import Advisory, App, Feedback, FeedbackResponse, Membership, Route, Storage
+from apps_registry.plans import plan_stable
 from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import run_route
@@ -213,7 +214,7 @@ def _route_for_call_sql(*, hold_storage: bool, advisories: bool) -> str:
                 f", EXISTS (SELECT 1 FROM {response} fr JOIN {feedback} f ON f.id = fr.feedback_id "
                 "WHERE f.app_id = a.id AND f.author_id = m.user_id AND fr.read_at IS NULL) AS answers_unread"
             )
-        _ROUTE_FOR_CALL_SQL[(hold_storage, advisories)] = (
+        _ROUTE_FOR_CALL_SQL[(hold_storage, advisories)] = plan_stable(
             # The app's columns by name, not a.*: a prepared statement then outlives a migration adding a column.
             f"SELECT {columns_of(App).select('a')}, "
             "r.id AS route_pk, r.version AS route_version, r.updated_at AS route_updated_at, "

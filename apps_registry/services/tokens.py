@@ -18,6 +18,7 @@ from django.utils import timezone
 from apps_registry.access import ALL_SCOPES, SCOPES
 from apps_registry.exceptions import AuthenticationFailed, InvalidInput, NotFound
 from apps_registry.models import ApiToken
+from apps_registry.plans import plan_stable
 from apps_registry.rows import columns_of
 
 TOKEN_PREFIX = "chm_"
@@ -121,7 +122,7 @@ def _token_with_user_sql() -> str:
     user_model = get_user_model()
     quote = connection.ops.quote_name
     user_pk, token_user = quote(user_model._meta.pk.column), quote(ApiToken._meta.get_field("user").column)
-    return (
+    return plan_stable(
         f"SELECT {columns_of(ApiToken).select('t')}, {columns_of(user_model).select('u')} "
         f"FROM {quote(ApiToken._meta.db_table)} t "
         f"JOIN {quote(user_model._meta.db_table)} u ON u.{user_pk} = t.{token_user} "

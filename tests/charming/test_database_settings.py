@@ -16,8 +16,10 @@ PRINT_DATABASE = (
 
 
 PRINT_BINDING = (
-    "import json; from charming import settings; o = settings.DATABASES['default'].get('OPTIONS', {}); "
-    "print(json.dumps({k: o[k] for k in ('server_side_binding', 'prepare_threshold', 'options') if k in o}))"
+    "import json; from charming import settings; o = dict(settings.DATABASES['default'].get('OPTIONS', {})); "
+    "o['cursor_factory'] = o['cursor_factory'].__qualname__ if 'cursor_factory' in o else None; "
+    "print(json.dumps({k: o[k] for k in ('server_side_binding', 'prepare_threshold', 'options', 'cursor_factory') "
+    "if o.get(k) is not None}))"
 )
 
 
@@ -67,9 +69,9 @@ def test_persistent_connections_with_the_pool_stop_the_start_with_what_to_change
     ) in loaded.stderr
 
 
-def test_postgresql_binds_values_server_side_and_prepares_repeated_statements_unless_told_off():
-    custom = "-c plan_cache_mode=force_custom_plan"  # prepared, but planned for each execution's values
-    prepared = {"server_side_binding": True, "prepare_threshold": 5, "options": custom}
+def test_postgresql_binds_values_server_side_and_prepares_plan_stable_statements_unless_told_off():
+    # PlanStableCursor prepares only the statements declared plan-stable (tests/charming/test_postgres_plans.py).
+    prepared = {"server_side_binding": True, "prepare_threshold": 5, "cursor_factory": "PlanStableCursor"}
     cases = [
         ({}, prepared),
         ({"DATABASE_PREPARE_THRESHOLD": "1"}, {**prepared, "prepare_threshold": 1}),
@@ -83,13 +85,13 @@ def test_postgresql_binds_values_server_side_and_prepares_repeated_statements_un
         assert json.loads(loaded.stdout) == expected, env
     # Options given in the URL are kept.
     given = binding_with(DATABASE_URL=POSTGRES + "?options=-c%20search_path%3Dcharming")
-    assert json.loads(given.stdout)["options"] == f"-c search_path=charming {custom}"
+    assert json.loads(given.stdout) == {**prepared, "options": "-c search_path=charming"}
     sqlite = binding_with(DATABASE_URL="sqlite:///var/x.sqlite3")
     assert json.loads(sqlite.stdout) == {}
 
 
 def test_a_prepare_threshold_that_is_not_a_count_of_at_least_one_stops_the_start_with_what_to_write():
-    # 0 (prepare at first use) would break a migration's multi-command statements, which cannot be prepared.
+    # 0 would prepare at first use: a round trip of its own, which a statement sent once never earns back.
     for value in ("sometimes", "0", "-3"):
         loaded = binding_with(DATABASE_URL=POSTGRES, DATABASE_PREPARE_THRESHOLD=value)
 
