@@ -6,7 +6,7 @@ plans before it. That is right for a lookup by a unique key or an insert of valu
 serves every value, and PostgreSQL plans again when the table's statistics change. It is wrong where the best plan
 depends on the values: the records table holds apps of every size, and a plan made for an app with ten records, or
 while the table was small, keeps scanning the wrong index for an app with a million (docs/performance.md,
-"Generic plans").
+"Figures after the third pass").
 
 So a statement is prepared only when the code that writes it has declared it with `plan_stable`; every other
 statement (the ORM's, a `find` with its filters) is sent unprepared and planned for its own values each time.
