@@ -36,6 +36,13 @@ DEFINITION = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _no_statement_prepared_yet():
+    """The test connection outlives a test: forget what earlier tests prepared (psycopg forgets it too)."""
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+
+
 def _prepared() -> list[str]:
     """The statements this connection has prepared."""
     with connection.cursor() as cursor:
