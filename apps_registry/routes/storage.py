@@ -6,6 +6,7 @@ on SQLite); `increment` is one UPDATE computed in SQL, never a read-modify-write
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -251,13 +252,10 @@ class SqlStore:
         # A lookup by the unique (storage, collection, record_id) index, as plain SQL: building it with
         # the ORM cost more than the rest of a typical step.
         opts = Record._meta
-        sql = plan_stable(
-            f"SELECT data FROM {connection.ops.quote_name(opts.db_table)} "
-            "WHERE storage_id = %s AND collection = %s AND record_id = %s"
-        )
         with connection.cursor() as cursor:
             cursor.execute(
-                sql, [opts.get_field("storage").get_db_prep_value(self.storage_id, connection), collection, record_id]
+                _get_sql(),
+                [opts.get_field("storage").get_db_prep_value(self.storage_id, connection), collection, record_id],
             )
             row = cursor.fetchone()
         if row is None:
@@ -347,15 +345,10 @@ class SqlStore:
         encoded = encoded_record(collection, record_id, data, self.max_bytes)
         opts = Record._meta
         now = opts.get_field("created_at").get_db_prep_value(timezone.now(), connection)
-        sql = plan_stable(
-            f"INSERT INTO {connection.ops.quote_name(opts.db_table)} "
-            "(storage_id, collection, record_id, data, version, created_at, updated_at) "
-            "VALUES (%s, %s, %s, %s, 1, %s, %s)"
-        )
         storage = opts.get_field("storage").get_db_prep_value(self.storage_id, connection)
         try:
             with connection.cursor() as cursor:
-                cursor.execute(sql, [storage, collection, record_id, encoded, now, now])
+                cursor.execute(_insert_sql(), [storage, collection, record_id, encoded, now, now])
         except IntegrityError:
             # No savepoint: the error ends the call and the whole transaction is rolled back.
             raise OperationFailed(
@@ -480,16 +473,38 @@ class SqlStore:
 
     def records_added(self, delta: int) -> int:
         # Never below 0: records written around the engine (a bulk load, a test's fixtures) are not counted.
-        opts = Storage._meta
-        larger = "GREATEST" if connection.vendor == "postgresql" else "MAX"
-        sql = plan_stable(
-            f"UPDATE {connection.ops.quote_name(opts.db_table)} SET records_held = {larger}(records_held + %s, 0) "
-            "WHERE id = %s RETURNING records_held"
-        )
         with connection.cursor() as cursor:
-            cursor.execute(sql, [delta, opts.pk.get_db_prep_value(self.storage_id, connection)])
+            cursor.execute(
+                _records_added_sql(), [delta, Storage._meta.pk.get_db_prep_value(self.storage_id, connection)]
+            )
             row = cursor.fetchone()
         return int(row[0]) if row is not None else 0
+
+
+# The engine's statements by key, written once per process (declared plan-stable: apps_registry/plans.py).
+@functools.cache
+def _get_sql() -> str:
+    # By the unique (storage, collection, record_id) index.
+    table = connection.ops.quote_name(Record._meta.db_table)
+    return plan_stable(f"SELECT data FROM {table} WHERE storage_id = %s AND collection = %s AND record_id = %s")
+
+
+@functools.cache
+def _insert_sql() -> str:
+    return plan_stable(
+        f"INSERT INTO {connection.ops.quote_name(Record._meta.db_table)} "
+        "(storage_id, collection, record_id, data, version, created_at, updated_at) "
+        "VALUES (%s, %s, %s, %s, 1, %s, %s)"
+    )
+
+
+@functools.cache
+def _records_added_sql() -> str:
+    larger = "GREATEST" if connection.vendor == "postgresql" else "MAX"
+    return plan_stable(
+        f"UPDATE {connection.ops.quote_name(Storage._meta.db_table)} SET records_held = {larger}(records_held + %s, 0) "
+        "WHERE id = %s RETURNING records_held"
+    )
 
 
 def _out_of_range(total: Any, by: int | float) -> bool:
