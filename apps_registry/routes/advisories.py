@@ -8,7 +8,7 @@ from typing import Any
 
 from apps_registry.routes.compiler import DefinitionParts, legacy_steps
 from apps_registry.routes.limits import Limits
-from apps_registry.routes.steps import STEP_KINDS
+from apps_registry.routes.steps import STEP_KINDS, walk_steps
 
 # The kinds named here, those the step kinds name (routes/steps.py), and failing-tests (services/definitions.py).
 AUTHORING_KINDS = tuple(
@@ -65,12 +65,12 @@ def authoring_advisories(parts: DefinitionParts, limits: Limits) -> list[Advisor
                     data={"route": name},
                 )
             )
-        bound_at: dict[str, int] = {}
+        bound_at: dict[str, str] = {}
         used: set[str] = set()
-        for step in route.steps:
+        for step in walk_steps(route.steps):
             used |= step.uses
             if step.as_name:
-                bound_at[step.as_name] = step.index
+                bound_at[step.as_name] = step.at
             found.extend(step.kind.advisories(name, step, limits))
             if step.collection is not None and step.collection not in parts.collections:
                 declared = ", ".join(sorted(parts.collections)) or "none"
@@ -79,7 +79,7 @@ def authoring_advisories(parts: DefinitionParts, limits: Limits) -> list[Advisor
                         kind="unknown-collection",
                         severity="warn",
                         summary=(
-                            f"Route '{name}' steps[{step.index}] uses collection '{step.collection}', which the "
+                            f"Route '{name}' {step.at} uses collection '{step.collection}', which the "
                             f"definition does not declare (declared: {declared}). Fix a typo or add it to "
                             "'collections'."
                         ),
@@ -87,18 +87,18 @@ def authoring_advisories(parts: DefinitionParts, limits: Limits) -> list[Advisor
                         data={"route": name, "step": step.index, "collection": step.collection},
                     )
                 )
-        for binding, index in bound_at.items():
+        for binding, at in bound_at.items():
             if binding not in used:
                 found.append(
                     AdvisoryDraft(
                         kind="unused-binding",
                         severity="info",
                         summary=(
-                            f"Route '{name}' steps[{index}] binds '{binding}' but no later step reads it; "
+                            f"Route '{name}' {at} binds '{binding}' but no later step reads it; "
                             "remove the 'as' (or the step, if it only reads)."
                         ),
                         user_summary="One of this app's actions does some unneeded work; it still works.",
-                        data={"route": name, "step": index, "name": binding},
+                        data={"route": name, "step": _index(at), "name": binding},
                     )
                 )
     return found
@@ -112,12 +112,14 @@ def unindexed_advisories(parts: DefinitionParts, limits: Limits, *, records_held
         return []
     found: list[AdvisoryDraft] = []
     for name, route in parts.routes.items():
-        for step in route.steps:
-            if step.op not in ("find", "count", "sum") or step.collection is None:
+        for step in walk_steps(route.steps):
+            if step.op not in ("find", "count", "sum", "aggregate") or step.collection is None:
                 continue
             equal = [c.path for c in step.where if c.op in ("eq", "in") and c.path != ("id",)]
-            ranged = [c.path for c in step.where if c.op not in ("eq", "in") and c.path != ("id",)]
-            ordered = [path for path, _descending in step.order_by if path != ("id",)]
+            # contains is served by the GIN index on data (PostgreSQL), not by a declared one.
+            ranged = [c.path for c in step.where if c.op not in ("eq", "in", "contains") and c.path != ("id",)]
+            # An aggregate orders its rows by their keys, not by record fields.
+            ordered = [] if step.op == "aggregate" else [p for p, _descending in step.order_by if p != ("id",)]
             used = list(dict.fromkeys(".".join(p) for p in [*equal, *ranged, *ordered[:1]]))
             if not used:
                 continue
@@ -131,7 +133,7 @@ def unindexed_advisories(parts: DefinitionParts, limits: Limits, *, records_held
                     kind="unindexed-field",
                     severity="warn",
                     summary=(
-                        f"Route '{name}' steps[{step.index}] filters or orders '{step.collection}' on "
+                        f"Route '{name}' {step.at} filters or orders '{step.collection}' on "
                         f"{', '.join(used)}, which no index of the collection starts with; the app holds "
                         f"{records_held} records, so each call reads through all of the collection's. Declare "
                         f'one: "collections": {{"{step.collection}": {{"indexes": [{json.dumps(suggested)}]}}}}.'
@@ -141,3 +143,8 @@ def unindexed_advisories(parts: DefinitionParts, limits: Limits, *, records_held
                 )
             )
     return found
+
+
+def _index(at: str) -> int:
+    """The top-level step's index in a step's place ("steps[2].for_each.steps[0]" is in steps[2])."""
+    return int(at.split("]", 1)[0].removeprefix("steps["))

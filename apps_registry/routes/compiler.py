@@ -339,9 +339,18 @@ def json_type(value: Any) -> str:
 
 
 def parse_steps(
-    route: str, kind: str, raw_steps: Any, limits: Limits, problems: list[Problem], *, prefix: str
+    route: str,
+    kind: str,
+    raw_steps: Any,
+    limits: Limits,
+    problems: list[Problem],
+    *,
+    prefix: str,
+    bound: dict[str, int] | None = None,
+    at: str = "",
 ) -> list[Step]:
-    """Parse and compile a route's steps, appending every problem found."""
+    """Parse and compile a route's steps (or a for_each's: `at` is where they are, `bound` the names bound
+    around them), appending every problem found."""
     if not isinstance(raw_steps, list) or not raw_steps:
         problems.append(Problem(f"{prefix}.steps", "must be a non-empty list of steps"))
         return []
@@ -355,14 +364,14 @@ def parse_steps(
             )
         )
         return []
-    bound: dict[str, int] = {}
+    bound = dict(bound or {})
     steps: list[Step] = []
     for index, raw in enumerate(raw_steps):
         path = f"{prefix}.steps[{index}]"
-        if steps and steps[-1].kind.ends:
+        if steps and steps[-1].kind.ends and steps[-1].when is None:
             problems.append(Problem(path, "unreachable: it follows a return step"))
             break
-        step = _parse_step(route, kind, raw, index, path, bound, limits, problems)
+        step = _parse_step(route, kind, raw, index, path, bound, limits, problems, at=f"{at}steps[{index}]")
         if step is not None:
             steps.append(step)
             if step.as_name:
@@ -382,24 +391,27 @@ def _parse_step(
     bound: dict[str, int],
     limits: Limits,
     problems: list[Problem],
+    *,
+    at: str,
 ) -> Step | None:
-    """The step envelope (one kind's key, and `as`); the kind parses its own body."""
+    """The step envelope (one kind's key, `as` and `when`); the kind parses its own body."""
     if not isinstance(raw, dict):
         problems.append(Problem(path, f'a step must be an object such as {{"get": {{...}}}}, got {type_name(raw)}'))
         return None
     ops = [key for key in raw if key in STEP_KINDS]
-    unknown = sorted(set(raw) - set(STEP_KINDS) - {"as"})
+    unknown = sorted(set(raw) - set(STEP_KINDS) - {"as", "when"})
     if unknown or len(ops) != 1:
         problems.append(
             Problem(
                 path,
-                f"a step has exactly one of {', '.join(STEP_KINDS)} (and optionally 'as'); found keys {', '.join(raw)}",
+                f"a step has exactly one of {', '.join(STEP_KINDS)} (and optionally 'as' and 'when'); "
+                f"found keys {', '.join(raw)}",
             )
         )
         return None
     op = ops[0]
     step_kind = STEP_KINDS[op]
-    step = Step(index=index, kind=step_kind)
+    step = Step(index=index, kind=step_kind, at=at)
     before = len(problems)
     if step_kind.writes and kind == "query":
         problems.append(Problem(f"{path}.{op}", "a query route cannot write; make the route a mutation"))
@@ -417,7 +429,10 @@ def _parse_step(
             step.as_name = as_name
     elif step_kind.binding == "required":
         problems.append(Problem(f"{path}.as", f"a {op} step needs 'as': the name it binds"))
-    step_kind.parse(step, raw[op], path, _StepParser(route, step, path, bound, limits, problems))
+    parser = _StepParser(route, kind, step, path, bound, limits, problems)
+    if "when" in raw:
+        step.when = parser.expression(raw["when"], "when")
+    step_kind.parse(step, raw[op], path, parser)
     return step if len(problems) == before else None
 
 
@@ -425,14 +440,46 @@ class _StepParser:
     """What a step kind's `parse` reports problems to, and compiles its expressions with."""
 
     def __init__(
-        self, route: str, step: Step, path: str, bound: dict[str, int], limits: Limits, problems: list[Problem]
+        self,
+        route: str,
+        kind: str,
+        step: Step,
+        path: str,
+        bound: dict[str, int],
+        limits: Limits,
+        problems: list[Problem],
     ) -> None:
-        self.route, self.step, self.path, self.bound = route, step, path, bound
+        self.route, self.kind, self.step, self.path, self.bound = route, kind, step, path, bound
         self.limits, self.problems = limits, problems
         self.scope = set(CONTEXT_NAMES) | set(bound)
 
     def problem(self, path: str, message: str) -> None:
         self.problems.append(Problem(path, message))
+
+    def steps(self, raw: Any, where: str, names: tuple[str, ...]) -> list[Step]:
+        bound = dict(self.bound)
+        for name in names:
+            at = f"{self.path}.{where.rsplit('.', 1)[0]}.as"
+            if name in RESERVED_NAMES:
+                self.problems.append(Problem(at, f"'{name}' is reserved; choose another name"))
+            elif name in bound:
+                self.problems.append(Problem(at, f"'{name}' is already bound by steps[{bound[name]}]"))
+            bound[name] = self.step.index
+        before = len(self.problems)
+        steps = parse_steps(
+            self.route,
+            self.kind,
+            raw,
+            self.limits,
+            self.problems,
+            prefix=f"{self.path}.{where.rsplit('.', 1)[0]}",
+            bound=bound,
+            at=f"{self.step.at}.{where.rsplit('.', 1)[0]}.",
+        )
+        if len(self.problems) == before:
+            for inner in steps:
+                self.step.uses |= inner.uses & set(self.bound)
+        return steps
 
     def expression(self, source: Any, where: str) -> Expr | None:
         path, scope = self.path, self.scope
@@ -456,7 +503,7 @@ class _StepParser:
             source=source,
             program=program,
             route=self.route,
-            where=f"steps[{self.step.index}].{where}",
+            where=f"{self.step.at}.{where}",
             # Everything in scope the parser saw, comprehension variables that shadow a name included.
             names=tuple(sorted(set(program.variables()) & scope)),
             comprehensions=scan.comprehensions if scan else 0,

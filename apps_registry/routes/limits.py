@@ -33,7 +33,8 @@ class Limits:
     records_read_per_call: int = _limit(
         1000,
         "CHARMING_ROUTES_MAX_RECORDS_READ",
-        "records one route call may read (get, find, increment's re-read; count and sum read none)",
+        "records one route call may read (get, find, increment's re-read, each group an aggregate returns; "
+        "count and sum read none)",
     )
     in_values: int = _limit(
         1000, "CHARMING_ROUTES_MAX_IN_VALUES", "values in one `in` condition of a where (find, count, sum, ...)"
@@ -42,6 +43,9 @@ class Limits:
         100,
         "CHARMING_ROUTES_MAX_RECORDS_WRITTEN",
         "records one route call may write (insert, update, upsert, delete, increment)",
+    )
+    for_each_items: int = _limit(
+        100, "CHARMING_ROUTES_MAX_FOR_EACH_ITEMS", "items one for_each step runs its steps for, in one call"
     )
     record_bytes: int = _limit(65536, "CHARMING_ROUTES_MAX_RECORD_BYTES", "bytes of one record's JSON data")
     records_per_app: int = _limit(

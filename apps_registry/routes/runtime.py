@@ -17,7 +17,7 @@ from apps_registry.routes.compiler import CompiledRoute
 from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
 from apps_registry.routes.limits import Limits, limit_details
 from apps_registry.routes.schemas import coerce_numbers
-from apps_registry.routes.steps import Call
+from apps_registry.routes.steps import Call, run_steps
 from apps_registry.routes.store import MeteredStore, Store
 from apps_registry.values import type_name
 
@@ -53,7 +53,7 @@ def run_route(
     )
     try:
         if route.kind == "query":
-            return _finish(route, _run_steps(route, call))
+            return _finish(route, run_steps(route.steps, call))
         with store.atomic():
             return _mutate(route, call, limits)
     except DataError as exc:
@@ -128,7 +128,7 @@ def _check_params(route: CompiledRoute, params: dict[str, Any], limits: Limits) 
 
 def _mutate(route: CompiledRoute, call: Call, limits: Limits) -> Any:
     """The steps of a mutation; the caller holds the transaction."""
-    value = _run_steps(route, call)
+    value = run_steps(route.steps, call)
     metered = call.store
     if metered.created != metered.deleted:
         # One UPDATE of the storage's counter, not a count of its records: the same cost at any size.
@@ -157,16 +157,3 @@ def _finish(route: CompiledRoute, value: Any) -> Any:
 def _summary(errors: list[dict[str, str]]) -> str:
     shown = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:3])
     return shown + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
-
-
-def _run_steps(route: CompiledRoute, call: Call) -> Any:
-    budget, values = call.budget, call.values
-    for step in route.steps:
-        result = step.kind.run(step, call)
-        if step.kind.ends:
-            budget.bind("return", result, step.label)
-            return result
-        if step.as_name:
-            budget.bind(step.as_name, result, step.label)
-            values[step.as_name] = result
-    return None

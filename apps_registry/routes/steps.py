@@ -17,7 +17,8 @@ from apps_registry.cursors import cursor_make, cursor_read, items_within_budget
 from apps_registry.exceptions import HandlerError, OperationFailed
 from apps_registry.routes.expressions import Expr, to_json
 from apps_registry.routes.limits import limit_details
-from apps_registry.routes.store import Where
+from apps_registry.routes.dates import BUCKETS, zone
+from apps_registry.routes.store import Group, Measure, Where
 from apps_registry.values import clip
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}\Z")
 FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,7}\Z")
-WHERE_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in")
+WHERE_OPS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "contains")
 # A fail step's message is for people (and agents): longer ones are clipped; details carry data.
 FAIL_MESSAGE_CHARS = 2000
 
@@ -51,6 +52,16 @@ class Condition:
     expr: Expr
 
 
+@dataclass(frozen=True)
+class GroupSpec:
+    """An aggregate's group key as written: a field, or a field's calendar bucket (its time zone is the
+    step's expression `group_by.<key>.tz`, UTC when absent)."""
+
+    key: str
+    path: tuple[str, ...]
+    bucket: str | None = None
+
+
 @dataclass
 class Step:
     index: int
@@ -62,6 +73,15 @@ class Step:
     order_by: list[tuple[tuple[str, ...], bool]] = field(default_factory=list)  # (path, descending)
     field_path: tuple[str, ...] | None = None
     uses: set[str] = field(default_factory=set)  # names bound by earlier steps that this step reads
+    at: str = ""  # where the step is in its route: "steps[2]", or "steps[2].for_each.steps[0]" inside a loop
+    when: Expr | None = None  # the step runs only when this is true (otherwise its `as` binds null)
+    steps: list[Step] = field(default_factory=list)  # a for_each's steps, run once per item
+    item_name: str | None = None  # a for_each's name for the current item
+    groups: list[GroupSpec] = field(default_factory=list)  # an aggregate's group keys
+    measures: list[Measure] = field(default_factory=list)  # an aggregate's values
+
+    def __post_init__(self) -> None:
+        self.at = self.at or f"steps[{self.index}]"
 
     @property
     def op(self) -> str:
@@ -69,7 +89,7 @@ class Step:
 
     @property
     def label(self) -> str:
-        return f"steps[{self.index}] ({self.kind.op})"
+        return f"{self.at} ({self.kind.op})"
 
 
 @dataclass
@@ -91,12 +111,17 @@ class StepParser(Protocol):
         """The compiled expression at `<step path>.<where>`, or None (its problems reported)."""
         ...
 
+    def steps(self, raw: Any, where: str, names: tuple[str, ...]) -> list[Step]:
+        """The steps nested at `<step path>.<where>` (a for_each's), parsed with `names` bound besides the
+        names bound so far; the names they bind stay inside them."""
+        ...
+
 
 @dataclass(frozen=True)
 class Key:
     """One key of a step's body: what its value is, and whether the step needs it."""
 
-    what: str  # "collection", "expr", "field", "where" or "order_by"
+    what: str  # "collection", "expr", "field", "where", "order_by", "group_by" or "values"
     required: bool = False
     top_level: bool = False  # a "field" that must be a top-level field
 
@@ -181,12 +206,7 @@ class FindStep(StepKind):
 
     def run(self, step: Step, call: Call) -> Any:
         assert step.collection is not None
-        limit = None
-        if "limit" in step.exprs:
-            value = step.exprs["limit"].evaluate(call)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise wrong(step, call, "find.limit", "a non-negative int", value)
-            limit = value
+        limit = row_limit(step, call)
         if "cursor" in step.exprs:
             assert limit is not None
             return self._page(step, call, limit)
@@ -208,7 +228,7 @@ class FindStep(StepKind):
                 token,
                 binding=binding,
                 length=len(step.order_by) + 2,
-                what=f"route '{call.route}' at steps[{step.index}].find.cursor",
+                what=f"route '{call.route}' at {step.at}.find.cursor",
                 path=path_of(call.values["params"], token),
             )
         rows, positions, more = call.store.find_page(
@@ -229,7 +249,7 @@ class FindStep(StepKind):
                 kind="unbounded-find",
                 severity="warn",
                 summary=(
-                    f"Route '{route}' steps[{step.index}] finds in '{step.collection}' without a 'limit'. "
+                    f"Route '{route}' {step.at} finds in '{step.collection}' without a 'limit'. "
                     f"Once the collection holds more than {limits.records_read_per_call} matching records "
                     "the call fails; add a 'limit' (and a 'cursor', so callers can page through them: "
                     "docs/authoring.md#paging-a-find)."
@@ -256,6 +276,109 @@ class SumStep(StepKind):
     def run(self, step: Step, call: Call) -> Any:
         assert step.collection is not None and step.field_path is not None
         return call.store.sum(step.collection, step.field_path, where_values(step, call))
+
+
+class AggregateStep(StepKind):
+    """Totals by group, computed by the database (one GROUP BY): binds a list of maps, one per group, each
+    with its group keys and its values."""
+
+    op = "aggregate"
+    keys = {
+        "collection": Key("collection", True),
+        "where": Key("where"),
+        "group_by": Key("group_by"),
+        "values": Key("values"),
+        "order_by": Key("order_by"),
+        "limit": Key("expr"),
+    }
+
+    def parse(self, step: Step, body: Any, path: str, parser: StepParser) -> None:
+        super().parse(step, body, path, parser)
+        if not isinstance(body, dict):
+            return
+        if "group_by" not in body and "values" not in body:
+            parser.problem(
+                f"{path}.aggregate",
+                "needs 'group_by' (the keys of each group), 'values' (what to compute per group), or both",
+            )
+        keys = [g.key for g in step.groups] + [m.key for m in step.measures]
+        for key in sorted({k for k in keys if keys.count(k) > 1}):
+            parser.problem(f"{path}.aggregate.values.{key}", f"'{key}' is also a group key; give the value another name")
+        for field_path, _descending in step.order_by:
+            name = ".".join(field_path)
+            if name not in keys:
+                parser.problem(
+                    f"{path}.aggregate.order_by",
+                    f"'{name}' is not a key of this aggregate's rows; order by one of: {', '.join(keys) or '(none)'}",
+                )
+
+    def run(self, step: Step, call: Call) -> Any:
+        assert step.collection is not None
+        groups = [Group(g.key, g.path, g.bucket, time_zone(step, call, g.key)) for g in step.groups]
+        order = [(".".join(field_path), descending) for field_path, descending in step.order_by]
+        return call.store.aggregate(
+            step.collection, where_values(step, call), groups, step.measures, order, row_limit(step, call)
+        )
+
+
+class ForEachStep(StepKind):
+    """Runs its steps once per item of a list; binds the list of each pass's `return` value (null for a pass
+    that returns nothing). Names bound inside a pass stay inside it."""
+
+    op = "for_each"
+    keys = {"in": Key("expr", True), "as": Key("item", True), "steps": Key("steps", True)}
+
+    def parse(self, step: Step, body: Any, path: str, parser: StepParser) -> None:
+        if not isinstance(body, dict):
+            parser.problem(f"{path}.for_each", f'must be an object {{"in": ..., "as": ..., "steps": [...]}}, got {type_name(body)}')
+            return
+        for key in body:
+            if key not in self.keys:
+                parser.problem(f"{path}.for_each.{key}", "unknown key; for_each takes in, as, steps")
+        for key in self.keys:
+            if key not in body:
+                parser.problem(f"{path}.for_each.{key}", "required")
+        if "in" in body:
+            compiled = parser.expression(body["in"], "for_each.in")
+            if compiled is not None:
+                step.exprs["in"] = compiled
+        item = body.get("as")
+        if "as" in body and (not isinstance(item, str) or not NAME.match(item)):
+            parser.problem(f"{path}.for_each.as", bad_name("the name of the current item"))
+            item = None
+        if "steps" not in body:
+            return
+        step.item_name = item
+        step.steps = parser.steps(body["steps"], "for_each.steps", (item,) if item else ())
+        for inner in walk_steps(step.steps):
+            if inner.kind is self:
+                parser.problem(
+                    f"{path}.{inner.at.removeprefix(step.at + '.')}",
+                    "a for_each cannot hold another for_each; loop over a flattened list instead (flatten())",
+                )
+
+    def run(self, step: Step, call: Call) -> Any:
+        assert step.item_name is not None
+        items = json_value(step, call, "for_each.in", step.exprs["in"].evaluate(call))
+        if not isinstance(items, list):
+            raise wrong(step, call, "for_each.in", "a list", items)
+        cap = call.budget.limits.for_each_items
+        if len(items) > cap:
+            raise OperationFailed(
+                f"Route '{call.route}' failed at {step.at}.for_each.in: the list holds {len(items)} items; the limit "
+                f"is {cap} per for_each. Send fewer items per call, or split the work into several calls.",
+                details=limit_details("for_each_items", cap, route=call.route, step=f"{step.at}.for_each.in"),
+            )
+        outer = call.values
+        results = []
+        try:
+            for item in items:
+                call.values = {**outer, step.item_name: item}  # a pass's names stay inside it
+                call.budget.bind(step.item_name, item, f"{step.at}.for_each.as")
+                results.append(run_steps(step.steps, call))
+        finally:
+            call.values = outer
+        return results
 
 
 class LetStep(StepKind):
@@ -353,13 +476,13 @@ class FailStep(StepKind):
                 return None
         budget = call.budget
         message = step.exprs["message"].evaluate(call)
-        budget.check(message, f"steps[{step.index}].fail.message")
+        budget.check(message, f"{step.at}.fail.message")
         message = json_value(step, call, "fail.message", message)
         details_expr = step.exprs.get("details")
         details = None
         if details_expr is not None:
             details = details_expr.evaluate(call)
-            budget.check(details, f"steps[{step.index}].fail.details")
+            budget.check(details, f"{step.at}.fail.details")
             details = json_value(step, call, "fail.details", details)
         if details is not None and not isinstance(details, dict):
             raise wrong(step, call, "fail.details", "a map", details)
@@ -384,6 +507,7 @@ STEP_KINDS: dict[str, StepKind] = {
         FindStep(),
         CountStep(),
         SumStep(),
+        AggregateStep(),
         LetStep(),
         InsertStep(),
         UpdateStep(),
@@ -392,8 +516,39 @@ STEP_KINDS: dict[str, StepKind] = {
         IncrementStep(),
         FailStep(),
         ReturnStep(),
+        ForEachStep(),
     )
 }
+
+
+def walk_steps(steps: list[Step]) -> Any:
+    """Every step, the steps nested in a for_each included (each after the step holding it)."""
+    for step in steps:
+        yield step
+        yield from walk_steps(step.steps)
+
+
+def run_steps(steps: list[Step], call: Call) -> Any:
+    """Run `steps` in order: the value of the `return` that ends them, or None when none does. A step whose
+    `when` is false does nothing, and its `as` binds null."""
+    budget, values = call.budget, call.values
+    for step in steps:
+        if step.when is not None:
+            condition = step.when.evaluate(call)
+            if not isinstance(condition, bool):
+                raise wrong(step, call, "when", "a bool", condition)
+            if not condition:
+                if step.as_name:
+                    values[step.as_name] = None
+                continue
+        result = step.kind.run(step, call)
+        if step.kind.ends:
+            budget.bind("return", result, step.label)
+            return result
+        if step.as_name:
+            budget.bind(step.as_name, result, step.label)
+            values[step.as_name] = result
+    return None
 
 
 # --- parsing a key's value ------------------------------------------------------------------
@@ -434,6 +589,9 @@ def _parse_where(step: Step, key: str, spec: Key, value: Any, path: str, where: 
             if op not in WHERE_OPS:
                 parser.problem(f"{path}.{field_name}.{op}", f"unknown comparison; use {', '.join(WHERE_OPS)}")
                 continue
+            if op == "contains" and field_name == "id":
+                parser.problem(f"{path}.id.contains", "a record's id is a string, not a list; use eq or in")
+                continue
             compiled = parser.expression(source, f"{where}.{field_name}" + (f".{op}" if isinstance(test, dict) else ""))
             if compiled is not None:
                 step.where.append(Condition(path=tuple(field_name.split(".")), op=op, expr=compiled))
@@ -452,12 +610,86 @@ def _parse_order_by(step: Step, key: str, spec: Key, value: Any, path: str, wher
         step.order_by.append((tuple(name.split(".")), item.startswith("-")))
 
 
+def _parse_group_by(step: Step, key: str, spec: Key, value: Any, path: str, where: str, parser: StepParser) -> None:
+    shape = (
+        'must be an object mapping each output key to a field ("category") or a date bucket '
+        '({"bucket": "month", "field": "day", "tz": "params.tz"}); {} makes one group of all records'
+    )
+    if not isinstance(value, dict):
+        parser.problem(path, shape)
+        return
+    for name, group in value.items():
+        at = f"{path}.{name}"
+        if not NAME.match(name):
+            parser.problem(at, bad_name("an output key"))
+            continue
+        if isinstance(group, str):
+            if not FIELD_PATH.match(group) or group == "id":
+                parser.problem(at, "must be a field name such as 'category' or 'meta.kind' (not 'id'), or a date bucket")
+            else:
+                step.groups.append(GroupSpec(name, tuple(group.split("."))))
+            continue
+        if not isinstance(group, dict):
+            parser.problem(at, shape)
+            continue
+        for extra in sorted(set(group) - {"bucket", "field", "tz"}):
+            parser.problem(f"{at}.{extra}", "unknown key; a date bucket takes bucket, field, tz")
+        bucket, field_name = group.get("bucket"), group.get("field")
+        good = True
+        if bucket not in BUCKETS:
+            parser.problem(f"{at}.bucket", f"must be one of {', '.join(BUCKETS)}, got {clip(repr(bucket), 40)}")
+            good = False
+        if not isinstance(field_name, str) or not FIELD_PATH.match(field_name) or field_name == "id":
+            parser.problem(f"{at}.field", "required: the field holding an ISO date or timestamp, such as 'day'")
+            good = False
+        if "tz" in group:
+            compiled = parser.expression(group["tz"], f"{where}.{name}.tz")
+            if compiled is None:
+                good = False
+            else:
+                step.exprs[f"group_by.{name}.tz"] = compiled
+        if good:
+            assert isinstance(field_name, str) and isinstance(bucket, str)
+            step.groups.append(GroupSpec(name, tuple(field_name.split(".")), bucket))
+
+
+MEASURES = ("count", "sum", "avg", "min", "max")
+
+
+def _parse_values(step: Step, key: str, spec: Key, value: Any, path: str, where: str, parser: StepParser) -> None:
+    shape = (
+        'must be an object mapping each output key to one of {"count": true}, {"count": "field"}, '
+        '{"sum": "field"}, {"avg": "field"}, {"min": "field"}, {"max": "field"}'
+    )
+    if not isinstance(value, dict):
+        parser.problem(path, shape)
+        return
+    for name, measure in value.items():
+        at = f"{path}.{name}"
+        if not NAME.match(name):
+            parser.problem(at, bad_name("an output key"))
+            continue
+        if not isinstance(measure, dict) or len(measure) != 1 or next(iter(measure)) not in MEASURES:
+            parser.problem(at, shape)
+            continue
+        fn, target = next(iter(measure.items()))
+        if fn == "count" and target is True:
+            step.measures.append(Measure(name, "count"))
+        elif not isinstance(target, str) or not FIELD_PATH.match(target) or target == "id":
+            expected = "true (count the records) or a field name" if fn == "count" else "a field name such as 'amount'"
+            parser.problem(f"{at}.{fn}", f"must be {expected}")
+        else:
+            step.measures.append(Measure(name, fn, tuple(target.split("."))))
+
+
 _PARSE_KEY = {
     "collection": _parse_collection,
     "expr": _parse_expr,
     "field": _parse_field,
     "where": _parse_where,
     "order_by": _parse_order_by,
+    "group_by": _parse_group_by,
+    "values": _parse_values,
 }
 
 
@@ -466,9 +698,9 @@ _PARSE_KEY = {
 
 def wrong(step: Step, call: Call, where: str, expected: str, got: Any) -> HandlerError:
     return HandlerError(
-        f"Route '{call.route}' failed at steps[{step.index}].{where}: the expression must evaluate to "
+        f"Route '{call.route}' failed at {step.at}.{where}: the expression must evaluate to "
         f"{expected}, got {_cel_shown(got)}",
-        details={"route": call.route, "step": f"steps[{step.index}].{where}"},
+        details={"route": call.route, "step": f"{step.at}.{where}"},
     )
 
 
@@ -495,9 +727,30 @@ def json_value(step: Step, call: Call, where: str, value: Any) -> Any:
         return to_json(value)
     except HandlerError as exc:
         raise HandlerError(
-            f"Route '{call.route}' failed at steps[{step.index}].{where}: {exc.message}",
-            details={"route": call.route, "step": f"steps[{step.index}].{where}"},
+            f"Route '{call.route}' failed at {step.at}.{where}: {exc.message}",
+            details={"route": call.route, "step": f"{step.at}.{where}"},
         ) from None
+
+
+def row_limit(step: Step, call: Call) -> int | None:
+    """A find's or an aggregate's `limit`, when it has one: a non-negative int."""
+    if "limit" not in step.exprs:
+        return None
+    value = step.exprs["limit"].evaluate(call)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise wrong(step, call, f"{step.op}.limit", "a non-negative int", value)
+    return value
+
+
+def time_zone(step: Step, call: Call, key: str) -> str:
+    """The IANA time zone of an aggregate's date bucket (UTC unless the author gave one)."""
+    expr = step.exprs.get(f"group_by.{key}.tz")
+    if expr is None:
+        return "UTC"
+    value = expr.evaluate(call)
+    if not isinstance(value, str) or zone(value) is None:
+        raise wrong(step, call, f"aggregate.group_by.{key}.tz", "an IANA time zone name such as 'Europe/Paris'", value)
+    return value
 
 
 def record_id(step: Step, call: Call, key: str = "id") -> str:
@@ -545,9 +798,9 @@ def where_values(step: Step, call: Call) -> Where:
         cap = call.budget.limits.in_values
         if condition.op == "in" and len(value) > cap:
             raise OperationFailed(
-                f"Route '{call.route}' failed at steps[{step.index}].{at}: the `in` list holds {len(value)} values; "
+                f"Route '{call.route}' failed at {step.at}.{at}: the `in` list holds {len(value)} values; "
                 f"the limit is {cap}. Filter with fewer values per call, or page through them.",
-                details=limit_details("in_values", cap, route=call.route, step=f"steps[{step.index}].{at}"),
+                details=limit_details("in_values", cap, route=call.route, step=f"{step.at}.{at}"),
             )
         if condition.path == ("id",):
             if any(not _is_id(v) for v in values):

@@ -40,8 +40,9 @@ from django.utils import timezone
 from apps_registry.exceptions import OperationFailed
 from apps_registry.models import Record, Storage
 from apps_registry.plans import plan_stable
+from apps_registry.routes.dates import DATE_PATTERN, NOT_A_DATE, TIMESTAMP_PATTERN, sqlite_bucket
 from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
-from apps_registry.routes.store import document, encoded_record, missing
+from apps_registry.routes.store import Group, Measure, RowOrder, document, encoded_record, missing
 
 _LOOKUPS = {"eq": "exact", "ne": "exact", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte", "in": "in"}
 
@@ -229,6 +230,199 @@ def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> Raw
     return RawSQL(f"({matched})", params, output_field=BooleanField())
 
 
+def contains_sql(path: tuple[str, ...], value: Any, vendor: str) -> RawSQL:
+    """A list field holding `value` (type-exact, as `eq`). On PostgreSQL a jsonb containment, which the GIN
+    index on `data` serves."""
+    if vendor == "postgresql":
+        return RawSQL(f"({_data_column()} @> %s::jsonb)", [json.dumps(_nested(path, [value]))], output_field=BooleanField())
+    path_sql = _sqlite_path(path)
+    if value is None:
+        typed, params = "j.type = 'null'", []
+    elif isinstance(value, bool):
+        typed, params = f"j.type = '{'true' if value else 'false'}'", []
+    elif isinstance(value, (int, float)):
+        typed, params = "j.type IN ('integer', 'real') AND j.value = %s", [value]
+    else:
+        typed, params = "j.type = 'text' AND j.value = %s", [value]
+    data = _data_column()
+    return RawSQL(
+        f"(json_type({data}, '{path_sql}') = 'array' AND EXISTS "
+        f"(SELECT 1 FROM json_each({data}, '{path_sql}') AS j WHERE {typed}))",
+        params,
+        output_field=BooleanField(),
+    )
+
+
+_BUCKET_FORMATS = {"day": "YYYY-MM-DD", "week": "YYYY-MM-DD", "month": "YYYY-MM", "year": "YYYY"}
+
+
+class _AggregatePlan:
+    """The SQL of one aggregate: each group key's and measure's select expressions, and how a result row
+    becomes the route's map (exact decimal sums, JSON types kept)."""
+
+    def __init__(self, vendor: str, groups: list[Group], measures: list[Measure]) -> None:
+        self.vendor, self.groups, self.measures = vendor, groups, measures
+        self.select: list[str] = []
+        self.select_params: list[Any] = []
+        self._sort: dict[str, list[str]] = {}  # output key -> the SQL to order by (no parameters)
+        self._columns: dict[str, list[int]] = {}  # output key -> its columns in the result row
+        for group in groups:
+            expression, params, sort = self._group(group)
+            self._add(group.key, [expression], params)
+            self._sort[group.key] = [sort or str(len(self.select))]
+        for measure in measures:
+            self._measure(measure)
+
+    def _add(self, key: str, expressions: list[str], params: list[Any]) -> None:
+        start = len(self.select)
+        self.select += expressions
+        self.select_params += params
+        self._columns[key] = list(range(start, start + len(expressions)))
+
+    def _field(self, path: tuple[str, ...]) -> str:
+        return field_sql(path, self.vendor, column="r.data")
+
+    def _group(self, group: Group) -> tuple[str, list[Any], str | None]:
+        """(the select expression, its parameters, the SQL to order by or None for the column's position)."""
+        field = self._field(group.path)
+        if group.bucket is None:
+            if self.vendor == "postgresql":
+                # A missing field and a JSON null are one group (SQL NULL: last); jsonb orders numbers as numbers.
+                return f"NULLIF({field}, 'null'::jsonb)", [], None
+            # SQLite: grouped by the JSON text (types kept), ordered by the value (numbers as numbers).
+            path = _sqlite_path(group.path)
+            return f"NULLIF(r.data -> '{path}', 'null')", [], f"json_extract(r.data, '{path}')"
+        if self.vendor == "postgresql":
+            text = f"({field} #>> '{{}}')"
+            day = f"({text})::date"
+            moment = f"(({text})::timestamptz AT TIME ZONE %s)::date"
+            if group.bucket == "week":
+                day, moment = f"date_trunc('week', {day})", f"date_trunc('week', {moment})"
+            fmt = _BUCKET_FORMATS[group.bucket]
+            expression = (
+                f"CASE WHEN jsonb_typeof({field}) = 'string' THEN CASE "
+                f"WHEN {text} ~ '{DATE_PATTERN}' THEN to_char({day}, '{fmt}') "
+                f"WHEN {text} ~ '{TIMESTAMP_PATTERN}' THEN to_char({moment}, '{fmt}') END END"
+            )
+            return expression, [group.tz], None
+        return f"charming_bucket({field}, '{group.bucket}', %s)", [group.tz], None
+
+    def _numbers(self, path: tuple[str, ...]) -> tuple[str, str, str]:
+        """(a record's number at `path` or NULL, 1 when it holds something else there, 1 when a decimal)."""
+        field = self._field(path)
+        if self.vendor == "postgresql":
+            kind = f"jsonb_typeof({field})"
+            return (
+                f"CASE WHEN {kind} = 'number' THEN ({field} #>> '{{}}')::numeric END",
+                f"CASE WHEN {kind} NOT IN ('number', 'null') THEN 1 ELSE 0 END",
+                "0",  # numeric keeps the scale: the sum says itself whether it is a decimal
+            )
+        kind = f"json_type(r.data, '{_sqlite_path(path)}')"
+        return (
+            f"CASE WHEN {kind} IN ('integer', 'real') THEN {field} END",
+            f"CASE WHEN {kind} NOT IN ('integer', 'real', 'null') THEN 1 ELSE 0 END",
+            f"CASE WHEN {kind} = 'real' THEN 1 ELSE 0 END",
+        )
+
+    def _exact_sum(self, number: str) -> tuple[list[str], str]:
+        """Select expressions summing `number` exactly, and SQL for ordering by that sum."""
+        if self.vendor == "postgresql":
+            return [f"SUM({number})"], f"SUM({number})"
+        # SQLite sums doubles in floating point (0.1 + 0.2 = 0.30000000000000004): sum the integer parts and
+        # the millionths apart, as integers, and add them in Python as decimals.
+        whole = f"SUM(CAST({number} AS INTEGER))"
+        fraction = f"SUM(CAST(ROUND(({number} - CAST({number} AS INTEGER)) * 1000000) AS INTEGER))"
+        return [whole, fraction], f"({whole} + {fraction} / 1000000.0)"
+
+    def _measure(self, measure: Measure) -> None:
+        key = measure.key
+        if measure.path is None:
+            self._add(key, ["COUNT(*)"], [])
+            self._sort[key] = ["COUNT(*)"]
+            return
+        field = self._field(measure.path)
+        if measure.fn == "count":
+            counted = f"NULLIF({field}, 'null'::jsonb)" if self.vendor == "postgresql" else field
+            self._add(key, [f"COUNT({counted})"], [])
+            self._sort[key] = [f"COUNT({counted})"]
+            return
+        number, other, decimal = self._numbers(measure.path)
+        if measure.fn in ("min", "max"):
+            fn = measure.fn.upper()
+            if self.vendor == "postgresql":
+                text = f"CASE WHEN jsonb_typeof({field}) = 'string' THEN ({field} #>> '{{}}') END COLLATE \"C\""
+            else:
+                text = f"CASE WHEN json_type(r.data, '{_sqlite_path(measure.path)}') = 'text' THEN {field} END"
+            self._add(key, [f"{fn}({number})", f"{fn}({text})"], [])
+            self._sort[key] = [f"{fn}({number})", f"{fn}({text})"]
+            return
+        sums, sort = self._exact_sum(number)
+        self._add(key, [*sums, f"COUNT({number})", f"MAX({other})", f"MAX({decimal})"], [])
+        self._sort[key] = [sort if measure.fn == "sum" else f"({sort}) / NULLIF(COUNT({number}), 0)"]
+
+    def order(self, key: str, descending: bool = False) -> str:
+        direction = "DESC" if descending else "ASC"
+        return ", ".join(f"{sql} {direction} NULLS LAST" for sql in self._sort[key])
+
+    def not_a_date(self, collection: str) -> OperationFailed:
+        fields = ", ".join(f"'{'.'.join(g.path)}'" for g in self.groups if g.bucket)
+        return OperationFailed(
+            f"Cannot group {collection} by date buckets of {fields}: some records hold text there that is not an "
+            "ISO date or timestamp (such as 2026-02-30).",
+            details={"collection": collection},
+        )
+
+    def row(self, collection: str, raw: tuple[Any, ...]) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        for group in self.groups:
+            value = raw[self._columns[group.key][0]]
+            if group.bucket is None:
+                value = _json(value)
+            elif value == NOT_A_DATE:
+                raise self.not_a_date(collection)
+            row[group.key] = value
+        for measure in self.measures:
+            values = [raw[i] for i in self._columns[measure.key]]
+            row[measure.key] = self._value(collection, measure, values)
+        return row
+
+    def _value(self, collection: str, measure: Measure, values: list[Any]) -> Any:
+        if measure.path is None or measure.fn == "count":
+            return int(values[0])
+        if measure.fn in ("min", "max"):
+            number, text = values
+            return _number(number) if number is not None else text
+        *sums, counted, other, decimal = values
+        if other:
+            raise OperationFailed(
+                f"Cannot {measure.fn} {'.'.join(measure.path)} over {collection}: some records hold a value that "
+                "is not a number.",
+                details={"collection": collection, "field": ".".join(measure.path)},
+            )
+        if self.vendor == "postgresql":
+            total = Decimal(0) if sums[0] is None else Decimal(sums[0])
+        else:
+            whole, fraction = (int(v or 0) for v in sums)
+            total = Decimal(whole)
+            if decimal:
+                total += Decimal(fraction).scaleb(-6)
+                if total == total.to_integral_value():
+                    total = total.quantize(Decimal("0.0"))  # a sum of decimals stays a decimal (2.5 + 0.5 is 3.0)
+        if measure.fn == "avg":
+            return float(total / int(counted)) if counted else None
+        return _number(total)
+
+
+def _number(value: Any) -> int | float:
+    """A database number as JSON's: integral without a decimal point stays an int, anything else a double."""
+    if isinstance(value, Decimal):
+        exponent = value.as_tuple().exponent
+        if isinstance(exponent, int) and exponent >= 0:
+            return int(value)
+        return float(value)
+    return value
+
+
 class SqlStore:
     """The records of one storage in the database (the engine's `Store`), with hand-written SQL where
     the ORM cost more than the rest of a step."""
@@ -265,6 +459,9 @@ class SqlStore:
     def _filtered(self, collection: str, where: list[tuple[tuple[str, ...], str, Any]]) -> QuerySet[Record]:
         qs = self._records(collection)
         for n, (path, op, value) in enumerate(where):
+            if op == "contains":
+                qs = qs.filter(contains_sql(path, value, connection.vendor))
+                continue
             if path == ("id",):
                 target = "record_id"
             elif op in ("eq", "ne", "in"):
@@ -338,6 +535,39 @@ class SqlStore:
                 details={"collection": collection, "field": ".".join(path)},
             ) from None
         return float(result)
+
+    def aggregate(
+        self,
+        collection: str,
+        where: list[tuple[tuple[str, ...], str, Any]],
+        groups: list[Group],
+        measures: list[Measure],
+        order: RowOrder,
+        limit: int | None,
+    ) -> list[dict[str, Any]]:
+        """One GROUP BY over the filtered records (the filter is find's, so the same indexes serve it); the
+        records themselves never leave the database."""
+        vendor = connection.vendor
+        if vendor == "sqlite" and any(g.bucket for g in groups):
+            connection.ensure_connection()
+            connection.connection.create_function("charming_bucket", 3, sqlite_bucket, deterministic=True)
+        inner, params = self._filtered(collection, where).order_by().values_list("data").query.sql_with_params()
+        plan = _AggregatePlan(vendor, groups, measures)
+        sql = f"SELECT {', '.join(plan.select)} FROM ({inner}) AS r"
+        if groups:  # by position: an expression with a parameter would not match its twin in the select list
+            sql += f" GROUP BY {', '.join(str(n + 1) for n in range(len(groups)))}"
+        ordering = [*(plan.order(key, descending) for key, descending in order), *(plan.order(g.key) for g in groups)]
+        if ordering:
+            sql += f" ORDER BY {', '.join(ordering)}"
+        if limit is not None:
+            sql += " LIMIT %s"
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, [*plan.select_params, *params, *([limit] if limit is not None else [])])
+                found = cursor.fetchall()
+        except DataError:  # PostgreSQL: text shaped like a date that is not one (2026-02-30)
+            raise plan.not_a_date(collection) from None
+        return [plan.row(collection, raw) for raw in found]
 
     # --- writes -----------------------------------------------------------------------------
     def insert(self, collection: str, record_id: str | None, data: dict[str, Any]) -> dict[str, Any]:

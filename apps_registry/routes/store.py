@@ -9,18 +9,45 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from apps_registry.exceptions import OperationFailed
 from apps_registry.routes.limits import limit_details
 
-# A filter: (field path, comparison, value); ("id",) is the record's id. Comparisons: eq ne gt gte lt lte in.
+# A filter: (field path, comparison, value); ("id",) is the record's id. Comparisons: eq ne gt gte lt lte in,
+# and contains (a list field holding the value).
 Where = list[tuple[tuple[str, ...], str, Any]]
 # An ordering: (field path, descending).
 OrderBy = list[tuple[tuple[str, ...], bool]]
 # Where a record stands in one find's order (its sort values, then its insertion time and id), as the
 # store that made it compares them; a paged find's cursor carries the position of its page's last record.
 Position = list[Any]
+
+
+@dataclass(frozen=True)
+class Group:
+    """One key of an aggregate's groups: a field's value, or the calendar bucket (routes/dates.py) of a
+    field holding an ISO date or timestamp, in the time zone `tz`."""
+
+    key: str  # the key of the output rows
+    path: tuple[str, ...]
+    bucket: str | None = None  # day, week, month or year
+    tz: str = "UTC"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One value of an aggregate's rows: count (of records, or of a field's non-null values), or the sum,
+    avg, min or max of a field. Sums and averages of numbers are exact for decimals (0.1 + 0.2 is 0.3)."""
+
+    key: str
+    fn: str  # count, sum, avg, min, max
+    path: tuple[str, ...] | None = None  # None: count the records
+
+
+# An aggregate's order: (output key, descending).
+RowOrder = list[tuple[str, bool]]
 
 
 class Store(Protocol):
@@ -46,6 +73,20 @@ class Store(Protocol):
     def count(self, collection: str, where: Where) -> int: ...
 
     def sum(self, collection: str, path: tuple[str, ...], where: Where) -> float: ...
+
+    def aggregate(
+        self,
+        collection: str,
+        where: Where,
+        groups: list[Group],
+        measures: list[Measure],
+        order: RowOrder,
+        limit: int | None,
+    ) -> list[dict[str, Any]]:
+        """One row per group of the matching records (one row in all when `groups` is empty), each with its
+        group keys and measures, computed by the database; in `order`, then by the group keys (missing
+        values last), at most `limit` rows."""
+        ...
 
     def insert(self, collection: str, record_id: str | None, data: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -157,6 +198,23 @@ class MeteredStore:
 
     def sum(self, collection: str, path: tuple[str, ...], where: Where) -> float:
         return self.store.sum(collection, path, where)
+
+    def aggregate(
+        self,
+        collection: str,
+        where: Where,
+        groups: list[Group],
+        measures: list[Measure],
+        order: RowOrder,
+        limit: int | None,
+    ) -> list[dict[str, Any]]:
+        # Each group returned counts as one record read (the records behind it are never loaded).
+        budget = self.max_read - self.read + 1
+        rows = self.store.aggregate(
+            collection, where, groups, measures, order, budget if limit is None else min(limit, budget)
+        )
+        self._count_read(len(rows))
+        return rows
 
     # --- writes -----------------------------------------------------------------------------
     def insert(self, collection: str, record_id: str | None, data: dict[str, Any]) -> dict[str, Any]:

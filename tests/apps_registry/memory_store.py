@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import copy
 import uuid
+from decimal import Decimal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from apps_registry.exceptions import OperationFailed
-from apps_registry.routes.store import OrderBy, Position, Where, document, encoded_record, missing
+from apps_registry.routes.dates import NotADate, bucket_of
+from apps_registry.routes.store import (
+    Group,
+    Measure,
+    OrderBy,
+    Position,
+    RowOrder,
+    Where,
+    document,
+    encoded_record,
+    missing,
+)
 
 _ABSENT = object()
 
@@ -43,6 +55,8 @@ def _matches(value: Any, op: str, wanted: Any) -> bool:
         return value is not _ABSENT and not same_value(value, wanted)
     if op == "in":
         return any(same_value(value, w) for w in wanted)
+    if op == "contains":
+        return isinstance(value, list) and any(same_value(item, wanted) for item in value)
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (value, wanted))
     if not numbers and not (isinstance(value, str) and isinstance(wanted, str)):
         return False
@@ -136,6 +150,48 @@ class MemoryStore:
             total += value
         return total
 
+    def aggregate(
+        self,
+        collection: str,
+        where: Where,
+        groups: list[Group],
+        measures: list[Measure],
+        order: RowOrder,
+        limit: int | None,
+    ) -> list[dict[str, Any]]:
+        """The SQL store's GROUP BY, in Python: the same keys, the same exact sums, the same order."""
+        grouped: dict[tuple[str, ...], tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]] = {}
+        for record_id, data in self._selected(collection, where):
+            keys: dict[str, Any] = {}
+            for group in groups:
+                value = _at(data, record_id, group.path)
+                value = None if value is _ABSENT else value
+                if group.bucket is not None:
+                    try:
+                        value = bucket_of(value, group.bucket, group.tz)
+                    except NotADate:
+                        raise OperationFailed(
+                            f"Cannot group {collection} by the {group.bucket} of '{'.'.join(group.path)}': some "
+                            "records hold text there that is not an ISO date or timestamp.",
+                            details={"collection": collection, "field": ".".join(group.path)},
+                        ) from None
+                keys[group.key] = value
+            marker = tuple(repr(keys[g.key]) for g in groups)
+            grouped.setdefault(marker, (keys, []))[1].append((record_id, data))
+        if not groups and not grouped:
+            grouped[()] = ({}, [])
+        rows = []
+        for keys, members in grouped.values():
+            row = dict(keys)
+            for measure in measures:
+                row[measure.key] = _measure(collection, measure, members)
+            rows.append(row)
+        for key in [g.key for g in reversed(groups)]:
+            rows.sort(key=lambda row, k=key: _sort_key(row[k]))
+        for key, descending in reversed(order):
+            rows.sort(key=lambda row, k=key: _sort_key(row[k], descending), reverse=descending)
+        return rows if limit is None else rows[:limit]
+
     def insert(self, collection: str, record_id: str | None, data: dict[str, Any]) -> dict[str, Any]:
         record_id = record_id if record_id is not None else str(uuid.uuid4())
         encoded_record(collection, record_id, data, self.max_bytes)
@@ -192,3 +248,38 @@ class MemoryStore:
 
     def records_added(self, delta: int) -> int:
         return len(self.records)  # the writes already changed it
+
+
+def _sort_key(value: Any, descending: bool = False) -> tuple[Any, ...]:
+    # Missing values last in either direction, as the SQL store's NULLS LAST.
+    if value is None:
+        return (not descending, 0, "")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (descending, 0, value)
+    return (descending, 1, str(value))
+
+
+def _measure(collection: str, measure: Measure, members: list[tuple[str, dict[str, Any]]]) -> Any:
+    if measure.path is None:
+        return len(members)
+    values = [_at(data, record_id, measure.path) for record_id, data in members]
+    present = [v for v in values if v is not _ABSENT and v is not None]
+    if measure.fn == "count":
+        return len(present)
+    numbers = [v for v in present if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if measure.fn in ("min", "max"):
+        pick = min if measure.fn == "min" else max
+        if numbers:
+            return pick(numbers)
+        texts = [v for v in present if isinstance(v, str)]
+        return pick(texts) if texts else None
+    if len(numbers) != len(present):
+        raise OperationFailed(
+            f"Cannot {measure.fn} {'.'.join(measure.path)} over {collection}: some records hold a value that is "
+            "not a number.",
+            details={"collection": collection, "field": ".".join(measure.path)},
+        )
+    total = sum((Decimal(repr(v)) for v in numbers), Decimal(0))
+    if measure.fn == "avg":
+        return float(total / len(numbers)) if numbers else None
+    return float(total) if any(isinstance(v, float) for v in numbers) else int(total)

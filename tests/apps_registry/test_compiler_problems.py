@@ -23,8 +23,8 @@ EXPECTING = (
     "NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}"
 )
 ONE_OF = (
-    "a step has exactly one of get, find, count, sum, let, insert, update, upsert, delete, increment, fail, "
-    "return (and optionally 'as'); found keys "
+    "a step has exactly one of get, find, count, sum, aggregate, let, insert, update, upsert, delete, increment, "
+    "fail, return, for_each (and optionally 'as' and 'when'); found keys "
 )
 SCOPE = "names available here: app, caller, now, params"
 
@@ -702,7 +702,7 @@ ROWS = [
         [
             {
                 "path": "routes.r.steps[0].count.where.a.like",
-                "message": "unknown comparison; use eq, ne, gt, gte, lt, lte, in",
+                "message": "unknown comparison; use eq, ne, gt, gte, lt, lte, in, contains",
             }
         ],
         id="where-unknown-comparison",

@@ -51,6 +51,7 @@ def test_every_step_kind_is_covered_here():
         "find",
         "count",
         "sum",
+        "aggregate",
         "let",
         "insert",
         "update",
@@ -59,6 +60,7 @@ def test_every_step_kind_is_covered_here():
         "increment",
         "fail",
         "return",
+        "for_each",
     ]
 
 
