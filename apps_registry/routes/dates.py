@@ -5,7 +5,7 @@ the same buckets in SQL (routes/storage.py), tested to agree."""
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -49,7 +49,7 @@ def bucket_of(value: object, bucket: str, tz: str) -> str | None:
         except ValueError:
             raise NotADate(value) from None
         if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
+            moment = moment.replace(tzinfo=UTC)
         found = zone(tz)
         if found is None:
             raise NotADate(tz)

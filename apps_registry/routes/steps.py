@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from apps_registry.cursors import cursor_make, cursor_read, items_within_budget
 from apps_registry.exceptions import HandlerError, OperationFailed
+from apps_registry.routes.dates import BUCKETS, zone
 from apps_registry.routes.expressions import Expr, to_json
 from apps_registry.routes.limits import limit_details
-from apps_registry.routes.dates import BUCKETS, zone
 from apps_registry.routes.store import Group, Measure, Where
 from apps_registry.values import clip
 
@@ -303,7 +303,9 @@ class AggregateStep(StepKind):
             )
         keys = [g.key for g in step.groups] + [m.key for m in step.measures]
         for key in sorted({k for k in keys if keys.count(k) > 1}):
-            parser.problem(f"{path}.aggregate.values.{key}", f"'{key}' is also a group key; give the value another name")
+            parser.problem(
+                f"{path}.aggregate.values.{key}", f"'{key}' is also a group key; give the value another name"
+            )
         for field_path, _descending in step.order_by:
             name = ".".join(field_path)
             if name not in keys:
@@ -330,7 +332,9 @@ class ForEachStep(StepKind):
 
     def parse(self, step: Step, body: Any, path: str, parser: StepParser) -> None:
         if not isinstance(body, dict):
-            parser.problem(f"{path}.for_each", f'must be an object {{"in": ..., "as": ..., "steps": [...]}}, got {type_name(body)}')
+            parser.problem(
+                f"{path}.for_each", f'must be an object {{"in": ..., "as": ..., "steps": [...]}}, got {type_name(body)}'
+            )
             return
         for key in body:
             if key not in self.keys:
@@ -625,7 +629,9 @@ def _parse_group_by(step: Step, key: str, spec: Key, value: Any, path: str, wher
             continue
         if isinstance(group, str):
             if not FIELD_PATH.match(group) or group == "id":
-                parser.problem(at, "must be a field name such as 'category' or 'meta.kind' (not 'id'), or a date bucket")
+                parser.problem(
+                    at, "must be a field name such as 'category' or 'meta.kind' (not 'id'), or a date bucket"
+                )
             else:
                 step.groups.append(GroupSpec(name, tuple(group.split("."))))
             continue

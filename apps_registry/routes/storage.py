@@ -230,16 +230,42 @@ def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> Raw
     return RawSQL(f"({matched})", params, output_field=BooleanField())
 
 
+_COMPARISONS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def comparison_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> RawSQL:
+    """`gt`, `gte`, `lt` or `lte` on a data field: numbers compare with numbers and strings with strings (a field
+    holding another type never matches), in the form a declared index on the field serves (`field_sql`)."""
+    field, operator = field_sql(path, vendor), _COMPARISONS[op]
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if vendor == "postgresql":
+        kind = "number" if number else "string"
+        return RawSQL(
+            f"(jsonb_typeof({field}) = '{kind}' AND {field} {operator} %s::jsonb)",
+            [json.dumps(value)],
+            output_field=BooleanField(),
+        )
+    kinds = "'integer', 'real'" if number else "'text'"
+    return RawSQL(
+        f"(json_type({_data_column()}, '{_sqlite_path(path)}') IN ({kinds}) AND {field} {operator} %s)",
+        [value],
+        output_field=BooleanField(),
+    )
+
+
 def contains_sql(path: tuple[str, ...], value: Any, vendor: str) -> RawSQL:
     """A list field holding `value` (type-exact, as `eq`). On PostgreSQL a jsonb containment, which the GIN
     index on `data` serves."""
     if vendor == "postgresql":
-        return RawSQL(f"({_data_column()} @> %s::jsonb)", [json.dumps(_nested(path, [value]))], output_field=BooleanField())
+        return RawSQL(
+            f"({_data_column()} @> %s::jsonb)", [json.dumps(_nested(path, [value]))], output_field=BooleanField()
+        )
     path_sql = _sqlite_path(path)
+    params: list[Any] = []
     if value is None:
-        typed, params = "j.type = 'null'", []
+        typed = "j.type = 'null'"
     elif isinstance(value, bool):
-        typed, params = f"j.type = '{'true' if value else 'false'}'", []
+        typed = f"j.type = '{'true' if value else 'false'}'"
     elif isinstance(value, (int, float)):
         typed, params = "j.type IN ('integer', 'real') AND j.value = %s", [value]
     else:
@@ -458,22 +484,18 @@ class SqlStore:
 
     def _filtered(self, collection: str, where: list[tuple[tuple[str, ...], str, Any]]) -> QuerySet[Record]:
         qs = self._records(collection)
-        for n, (path, op, value) in enumerate(where):
+        vendor = connection.vendor
+        for path, op, value in where:
             if op == "contains":
-                qs = qs.filter(contains_sql(path, value, connection.vendor))
+                qs = qs.filter(contains_sql(path, value, vendor))
                 continue
-            if path == ("id",):
-                target = "record_id"
-            elif op in ("eq", "ne", "in"):
-                # Equality is written by hand (`equality_sql`): type-exact on both databases, and in the form
-                # the indexes serve.
-                qs = qs.filter(equality_sql(path, op, value, connection.vendor))
+            if path != ("id",):
+                # Written by hand: type-exact on both databases, with the field as a literal expression (the form
+                # a declared index has: a key passed as a parameter never matches an index's expression).
+                comparison = equality_sql if op in ("eq", "ne", "in") else comparison_sql
+                qs = qs.filter(comparison(path, op, value, vendor))
                 continue
-            else:
-                # An alias per field keeps author field names (even 'gt' or 'contains') from being read as lookups.
-                target = f"_w{n}"
-                qs = qs.alias(**{target: _key(path)})
-            lookup = {target + ("" if op in ("eq", "ne") else f"__{_LOOKUPS[op]}"): value}
+            lookup = {"record_id" + ("" if op in ("eq", "ne") else f"__{_LOOKUPS[op]}"): value}
             qs = qs.exclude(**lookup) if op == "ne" else qs.filter(**lookup)
         return qs
 

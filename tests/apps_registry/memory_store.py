@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 import uuid
-from decimal import Decimal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import Any
 
 from apps_registry.exceptions import OperationFailed

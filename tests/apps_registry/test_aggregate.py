@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from apps_registry.exceptions import HandlerError, InvalidDefinition, OperationFailed
 from apps_registry.models import Storage
-from apps_registry.routes.store import Group, Measure
 from apps_registry.routes.storage import SqlStore
+from apps_registry.routes.store import Group, Measure
 from tests.apps_registry.memory_store import MemoryStore
 from tests.apps_registry.route_helpers import one_route_app, run
 
@@ -185,10 +185,20 @@ def _expenses_app(user):
         kind="query",
         add={
             "kind": "mutation",
-            "steps": [{"for_each": {"in": "params.items", "as": "e", "steps": [
-                {"insert": {"collection": "items", "value": "e"}, "as": "saved"},
-                {"return": "saved.id"},
-            ]}, "as": "ids"}, {"return": "ids"}],
+            "steps": [
+                {
+                    "for_each": {
+                        "in": "params.items",
+                        "as": "e",
+                        "steps": [
+                            {"insert": {"collection": "items", "value": "e"}, "as": "saved"},
+                            {"return": "saved.id"},
+                        ],
+                    },
+                    "as": "ids",
+                },
+                {"return": "ids"},
+            ],
         },
     )
 
@@ -229,9 +239,20 @@ def test_groups_count_against_the_records_read(user, settings):
             {"return": "g"},
         ],
         kind="query",
-        fill={"kind": "mutation", "steps": [{"for_each": {"in": "params.ks", "as": "k", "steps": [
-            {"insert": {"collection": "items", "value": "{'k': k}"}},
-        ]}}]},
+        fill={
+            "kind": "mutation",
+            "steps": [
+                {
+                    "for_each": {
+                        "in": "params.ks",
+                        "as": "k",
+                        "steps": [
+                            {"insert": {"collection": "items", "value": "{'k': k}"}},
+                        ],
+                    }
+                }
+            ],
+        },
     )
     run(user, app, "fill", {"ks": [1, 1, 1, 2, 3]})
     assert run(user, app, "r", {}, kind="query") == [{"k": 1, "n": 3}, {"k": 2, "n": 1}, {"k": 3, "n": 1}]
@@ -308,3 +329,17 @@ def test_both_databases_compute_the_buckets_themselves():
         assert sql.aggregate("expenses", [], [Group("d", ("day",), "day", "Asia/Tokyo")], [], [], None) == [
             {"d": "2026-12-01"}
         ]
+
+
+def test_comparisons_match_only_values_of_their_own_type():
+    rows = [{"v": 1}, {"v": 2.5}, {"v": "2"}, {"v": True}, {"v": None}, {"v": [3]}, {"v": {"a": 3}}, {}]
+    sql, memory = _stores(rows)
+    for op, value, expected in [
+        ("gt", 0, ["e0", "e1"]),
+        ("gte", 2.5, ["e1"]),
+        ("lt", "3", ["e2"]),
+        ("lte", "", []),
+    ]:
+        where = [(("v",), op, value)]
+        assert [r["id"] for r in sql.find("expenses", where, [], None)] == expected, (op, value)
+        assert [r["id"] for r in memory.find("expenses", where, [], None)] == expected, (op, value)

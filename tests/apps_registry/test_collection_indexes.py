@@ -5,6 +5,7 @@ longer declared or when the app goes."""
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 import pytest
 from django.db import connection, transaction
@@ -15,6 +16,7 @@ from apps_registry.models import App, Record
 from apps_registry.routes.compiler import check_definition
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.storage import SqlStore
+from apps_registry.routes.store import Group, Measure
 from apps_registry.services.apps import app_delete
 from apps_registry.services.collection_indexes import collection_indexes_sync, index_name
 from apps_registry.services.definitions import app_definition_save
@@ -291,3 +293,32 @@ def test_one_owners_apps_declare_at_most_the_per_owner_limit_of_indexes_together
     second = app_definition_save(actor=user, definition=_definition([["uid"]]))  # 3 in all: allowed
     app_definition_save(actor=user, definition=_definition([["date"]]), app_id=first.id)  # replacing its own
     assert second.collections == {"checkins": {"indexes": [["uid"]]}}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_declared_index_serves_range_filters_and_aggregates(user):
+    app = app_definition_save(actor=user, definition=_definition([["date"]]))
+    collection_indexes_sync(storage_id=app.storage.id)
+    (name,) = _indexes_in_database(app.storage.id)
+    _seed(app.storage, n=5000)
+    store = SqlStore(storage_id=app.storage.id, max_bytes=65536)
+    where = [(("date",), "gte", 4990), (("date",), "lt", 4995)]
+    qs = store._filtered("checkins", where)
+    assert sorted(int(r.record_id) for r in qs) == list(range(4990, 4995))
+    assert name in _plan_without_gin(qs)
+
+    executed: list[tuple[str, Any]] = []
+
+    def capture(execute, sql, params, many, context):
+        executed.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        rows = store.aggregate("checkins", where, [Group("habit", ("habit_id",))], [Measure("n", "count")], [], None)
+    assert rows == [{"habit": f"h{i % 300}", "n": 1} for i in range(4990, 4995)]
+    sql, params = executed[-1]
+    explain = "EXPLAIN " if connection.vendor == "postgresql" else "EXPLAIN QUERY PLAN "
+    with connection.cursor() as cursor:
+        cursor.execute(explain + sql, params)
+        plan = "\n".join(" ".join(str(c) for c in row) for row in cursor.fetchall())
+    assert name in plan

@@ -92,8 +92,10 @@ def test_for_each_runs_its_steps_once_per_item_and_binds_each_pass_return():
 
 def test_a_pass_without_return_gives_null_and_an_empty_list_runs_nothing():
     route = compiled(
-        [{"for_each": {"in": "params.xs", "as": "x", "steps": [{"let": "x * 2", "as": "y"}]}, "as": "out"},
-         {"return": "out"}],
+        [
+            {"for_each": {"in": "params.xs", "as": "x", "steps": [{"let": "x * 2", "as": "y"}]}, "as": "out"},
+            {"return": "out"},
+        ],
         kind="query",
     )
     assert run_memory(route, MemoryStore(), {"xs": [1, 2]}) == [None, None]
@@ -126,10 +128,18 @@ def test_names_bound_inside_a_pass_stay_inside_it():
         ]
     )
     assert found == [
-        {"path": "routes.r.steps[1].return", "message": "unknown name(s) inner; names available here: app, caller, now, params"}
+        {
+            "path": "routes.r.steps[1].return",
+            "message": "unknown name(s) inner; names available here: app, caller, now, params",
+        }
     ]
-    assert problems_of([{"for_each": {"in": "[1]", "as": "x", "steps": [{"let": "x", "as": "y"}]}}, {"return": "x"}]) == [
-        {"path": "routes.r.steps[1].return", "message": "unknown name(s) x; names available here: app, caller, now, params"}
+    assert problems_of(
+        [{"for_each": {"in": "[1]", "as": "x", "steps": [{"let": "x", "as": "y"}]}}, {"return": "x"}]
+    ) == [
+        {
+            "path": "routes.r.steps[1].return",
+            "message": "unknown name(s) x; names available here: app, caller, now, params",
+        }
     ]
 
 
@@ -159,7 +169,12 @@ def test_names_bound_inside_a_pass_stay_inside_it():
         (
             [{"for_each": {"in": "[1]", "as": "x", "steps": [{"insert": {"collection": "c", "value": "{}"}}]}}],
             "query",
-            [{"path": "routes.r.steps[0].for_each.steps[0].insert", "message": "a query route cannot write; make the route a mutation"}],
+            [
+                {
+                    "path": "routes.r.steps[0].for_each.steps[0].insert",
+                    "message": "a query route cannot write; make the route a mutation",
+                }
+            ],
         ),
         (
             [
@@ -175,7 +190,9 @@ def test_names_bound_inside_a_pass_stay_inside_it():
             [
                 {
                     "path": "routes.r.steps[0].for_each.steps[0]",
-                    "message": "a for_each cannot hold another for_each; loop over a flattened list instead (flatten())",
+                    "message": (
+                        "a for_each cannot hold another for_each; loop over a flattened list instead (flatten())"
+                    ),
                 }
             ],
         ),
@@ -252,7 +269,15 @@ def test_a_failing_pass_rolls_back_every_pass(user):
 def test_for_each_is_bounded_by_its_limit_and_the_write_limit(user, settings):
     app = one_route_app(
         user,
-        [{"for_each": {"in": "params.xs", "as": "x", "steps": [{"insert": {"collection": "items", "value": "{'x': x}"}}]}}],
+        [
+            {
+                "for_each": {
+                    "in": "params.xs",
+                    "as": "x",
+                    "steps": [{"insert": {"collection": "items", "value": "{'x': x}"}}],
+                }
+            }
+        ],
     )
     settings.CHARMING_ROUTES_MAX_FOR_EACH_ITEMS = 3
     with pytest.raises(OperationFailed) as caught:
