@@ -66,6 +66,14 @@ class OperationFailed(CharmingError):
     http_status = 409
 
 
+class AppMigrating(OperationFailed):
+    """A mutation refused while the app's records are being migrated (services/record_migrations.py)."""
+
+    def __init__(self, message: str, *, app_id: Any, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message, details=details)
+        self.app_id = app_id
+
+
 class NotFound(CharmingError):
     kind = "not_found"
     http_status = 404

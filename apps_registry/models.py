@@ -42,6 +42,9 @@ class App(models.Model):
     # +1 on every save of the definition (0: none saved yet); updates name the version they read, and a
     # stale one is refused (services/definitions.py, a conditional UPDATE).
     version = models.PositiveIntegerField(default=0)
+    # True while a migration of its records runs as a task (services/record_migrations.py): read by the route
+    # lookup every call makes, so refusing mutations meanwhile costs no query.
+    migrating = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -506,3 +509,34 @@ class RateBudget(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class RecordMigration(models.Model):
+    """A migration of an app's stored records given with a definition save, too large to run inside the save:
+    run by a task in batches, each batch and the position after it committed together (so a worker killed
+    mid-way resumes after the last committed batch: no record is lost or migrated twice)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="record_migrations")
+    storage = models.ForeignKey(Storage, on_delete=models.CASCADE, related_name="record_migrations")
+    version = models.PositiveIntegerField()  # the app version saved with it
+    spec = models.JSONField()  # {"<collection>": "<CEL expression over record>"}
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    total = models.PositiveIntegerField()  # records of its collections when it was queued
+    done = models.PositiveIntegerField(default=0)
+    position = models.BigIntegerField(default=0)  # the last migrated record's pk (records go in pk order)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["app", "status"])]
+
+    def __str__(self) -> str:
+        return f"migration of {self.app_id} v{self.version}: {self.done} of {self.total} ({self.status})"

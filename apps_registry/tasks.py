@@ -6,6 +6,7 @@ from django_tasks import task
 
 from apps_registry.services.collection_indexes import collection_indexes_sync
 from apps_registry.services.purge_jobs import purge_job_run
+from apps_registry.services.record_migrations import record_migration_run
 
 
 @task()
@@ -19,3 +20,10 @@ def collection_indexes_task(*, storage_id: str) -> str:
     """Create and drop a storage's declared collection indexes to match its app's definition now."""
     result = collection_indexes_sync(storage_id=storage_id)
     return f"created {len(result.created)}, dropped {len(result.dropped)}"
+
+
+@task()
+def record_migration_task(*, migration_id: str) -> str:
+    """Run a queued migration of an app's records to its end (resumable: see services/record_migrations.py)."""
+    row = record_migration_run(migration_id=migration_id)
+    return "gone" if row is None else f"{row.status}: {row.done} of {row.total}"

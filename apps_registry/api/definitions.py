@@ -78,9 +78,17 @@ class DefinitionView(APIView):
     def put(self, request: Request, app_id: str) -> Response:
         # Creating at a client-chosen id is allowed only for an id no app ever had; any other id you cannot
         # author is answered like an app you cannot see (docs/authoring.md, "Client-chosen ids").
-        saved = definition_save(actor=request.user, definition=request.data, app_id=app_id)
+        # The body is the definition, or {"definition": ..., "migrate": ...} to migrate the records with it (a
+        # definition has no key "definition", so the two cannot be confused).
+        body, migrate = request.data, None
+        if isinstance(body, dict) and "definition" in body and set(body) <= {"definition", "migrate"}:
+            body, migrate = body["definition"], body.get("migrate")
+        saved = definition_save(actor=request.user, definition=body, app_id=app_id, migrate=migrate)
         answered = status.HTTP_201_CREATED if saved.created else status.HTTP_200_OK
-        return Response({"ok": True, "value": self.OutputSerializer(saved.app).data}, status=answered)
+        value = self.OutputSerializer(saved.app).data
+        if saved.migration is not None:
+            value["migration"] = saved.migration.as_dict()
+        return Response({"ok": True, "value": value}, status=answered)
 
     def delete(self, request: Request, app_id: str) -> Response:
         app = app_definition_clear(actor=request.user, app_id=app_id)

@@ -47,6 +47,11 @@ class Limits:
     for_each_items: int = _limit(
         100, "CHARMING_ROUTES_MAX_FOR_EACH_ITEMS", "items one for_each step runs its steps for, in one call"
     )
+    migrate_inline_records: int = _limit(
+        1000,
+        "CHARMING_ROUTES_MIGRATE_INLINE_RECORDS",
+        "records a save's migration may touch to run inside the save's transaction (more run as a background task)",
+    )
     record_bytes: int = _limit(65536, "CHARMING_ROUTES_MAX_RECORD_BYTES", "bytes of one record's JSON data")
     records_per_app: int = _limit(
         100_000, "CHARMING_ROUTES_MAX_RECORDS_PER_APP", "records one app may hold across all its collections"

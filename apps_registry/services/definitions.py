@@ -40,6 +40,7 @@ from apps_registry.routes.runtime import run_route
 from apps_registry.routes.storage import SqlStore
 from apps_registry.services.apps import app_create
 from apps_registry.services.collection_indexes import collection_indexes_enqueue, declared_index_keys
+from apps_registry.services.record_migrations import MigrationOutcome, migration_check, record_migration_start
 from apps_registry.values import clip, clip_repr, first_problems, parse_uuid
 
 
@@ -65,6 +66,7 @@ class SavedDefinition:
     summary: str
     tests: list[TestResult]
     created: bool
+    migration: MigrationOutcome | None = None  # what the save's `migrate` did
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ def definition_save(
     allow_failing_tests: bool = False,
     restored_from: int | None = None,
     create_missing: bool = True,
+    migrate: Any = None,
 ) -> SavedDefinition:
     """Save a definition (create, or replace when `app_id` names an app the actor may author), keeping it
     whole as a new AppVersion.
@@ -115,8 +118,11 @@ def definition_save(
     unless `allow_failing_tests`: then saved with a `failing-tests` advisory), VersionConflict
     (`expected_version` is not the app's version; enforced by a conditional UPDATE under a row lock).
     An `app_id` no app has creates the app with that id, unless not `create_missing` (then NotFound).
+    With `migrate`, the app's records are migrated too (services/record_migrations.py): with the save, or, for
+    many records, by a task queued with it.
     """
     parts = definition_check(definition=definition)
+    migration = migration_check(migrate=migrate) if migrate is not None else None
     limits = current_limits()
     existing = _existing_app(actor=actor, app_id=app_id)
     if existing is None and app_id is not None and (not create_missing or _id_ever_used(_app_uuid(app_id))):
@@ -149,6 +155,11 @@ def definition_save(
             changes = _changes(app=app, parts=parts, previous=None, definition=definition, new=True)
         version = _version_bump(app=app, expected_version=expected_version)
         changed = _sync_routes(app=app, parts=parts)
+        migrated = None
+        if migration is not None:
+            migrated = record_migration_start(
+                app=app, storage_id=Storage.objects.get(app=app).id, version=version, migration=migration, spec=migrate
+            )
         Advisory.objects.filter(app=app, kind__in=AUTHORING_KINDS).delete()
         drafts = authoring_advisories(parts, limits) + tests_advisories(results)
         drafts += unindexed_advisories(parts, limits, records_held=_records_held(app))
@@ -180,7 +191,13 @@ def definition_save(
         )
     cache.forget(changed)
     return SavedDefinition(
-        app=app, version=version, changes=changes, summary=summary, tests=results, created=existing is None
+        app=app,
+        version=version,
+        changes=changes,
+        summary=summary,
+        tests=results,
+        created=existing is None,
+        migration=migrated,
     )
 
 

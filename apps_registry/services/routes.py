@@ -11,6 +11,7 @@ from django.db import DatabaseError, connection, transaction
 
 from apps_registry.access import Need, app_for, role_check
 from apps_registry.exceptions import (
+    AppMigrating,
     CommitUnconfirmed,
     OperationFailed,
     RouteKindMismatch,
@@ -34,6 +35,7 @@ from apps_registry.services.idempotency import (
     idempotent_result_remember,
 )
 from apps_registry.services.rate_limits import app_budget_take
+from apps_registry.services.record_migrations import migration_refusal, migration_resume_if_stale
 from apps_registry.values import clip, parse_uuid
 
 # What running a route of each kind needs (apps_registry.access decides which roles have it).
@@ -85,6 +87,10 @@ def route_run(
                 )
                 committing = True
             return result
+        except AppMigrating as refused:
+            # Outside the refused call's transaction: a migration whose worker was lost is queued again.
+            migration_resume_if_stale(app_id=refused.app_id)
+            raise
         except KeyTaken:
             # A concurrent call with the same key committed first; this one's writes were rolled back. Run again:
             # this time the lookup finds the first call's result and returns it.
@@ -140,6 +146,8 @@ def _route_run(
     role_check(app=app, role=role, need=NEED_FOR_KIND[kind])
     if found.kind != kind:
         raise RouteKindMismatch(op=op, route_kind=found.kind, called_kind=kind)
+    if kind == "mutation" and app.migrating:
+        raise migration_refusal(app)
     if key is not None:
         remembered = idempotent_result_find(actor=actor, app=app, op=op, key=key, params=params)
         if remembered is not None:

@@ -95,8 +95,11 @@ def _update(user: Any, args: dict[str, Any]) -> tuple[dict[str, Any], list[dict[
             expected_version=args["expected_version"],
             allow_failing_tests=allow,
             create_missing=False,
+            migrate=args.get("migrate"),
         )
     value = _saved_value(saved)
+    if saved.migration is not None:
+        value["migration"] = saved.migration.as_dict()
     value["previous_version"] = args["expected_version"]
     value["changes"] = saved.changes
     if has_restore:
@@ -108,7 +111,9 @@ async def handle_update(call: ToolCall) -> ToolResult:
     value, advisories, saved = await db(_update, call.user, call.arguments)
     text = (
         f"Saved the app '{value['name']}' (id {value['id']}) as version {value['version']} "
-        f"(was {value['previous_version']}). {value['summary']}\n" + _tests_text(saved.tests)
+        f"(was {value['previous_version']}). {value['summary']}\n"
+        + (f"{saved.migration.text}\n" if saved.migration is not None else "")
+        + _tests_text(saved.tests)
     )
     return envelope_ok(value, advisories=advisories, text=text)
 

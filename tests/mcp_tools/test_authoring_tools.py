@@ -176,3 +176,44 @@ def test_the_build_app_prompt_walks_through_check_and_create(live, alice, mode):
     assert GUIDE_URI in text and "check_app" in text and "create_app" in text
     assert unknown_resource.error.code == -32002
     assert unknown_prompt.error.message == "Unknown prompt: 'nope'. Available: build_app."
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_update_app_migrates_the_records_with_the_save(live, alice, habits, mode):
+    from apps_registry.models import Record
+
+    storage = habits.storage
+    Record.objects.create(storage=storage, collection="logs", record_id="h1", data={"name": "Run"})
+    source = call(live, alice, mode, "get_app_source", {"app_id": str(habits.id)})["value"]
+    migrate = {"logs": "{'name': record.name, 'archived': false}"}
+    updated = call(
+        live,
+        alice,
+        mode,
+        "update_app",
+        {"app_id": str(habits.id), "expected_version": 1, "definition": source["definition"], "migrate": migrate},
+    )
+    assert updated["value"]["migration"] == {
+        "collections": ["logs"],
+        "records": 1,
+        "status": "done",
+        "migrated": 1,
+        "deleted": 0,
+    }
+    assert Record.objects.get(storage=storage, record_id="h1").data == {"name": "Run", "archived": False}
+    refused = call(
+        live,
+        alice,
+        mode,
+        "update_app",
+        {
+            "app_id": str(habits.id),
+            "expected_version": 2,
+            "definition": source["definition"],
+            "migrate": {"logs": "x"},
+        },
+    )
+    assert refused["error"]["kind"] == "invalid_definition"
+    assert refused["error"]["errors"] == [
+        {"path": "migrate.logs", "message": "unknown name(s) x; names available here: record, now, app"}
+    ]

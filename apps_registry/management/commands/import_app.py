@@ -32,6 +32,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--allow-failing-tests", action="store_true", help="Save even if the definition's tests fail"
         )
+        parser.add_argument(
+            "--migrate",
+            help='Migrate the stored records with the save: a JSON object {"<collection>": "<CEL over record>"} '
+            "(docs/authoring.md, Migrating stored records)",
+        )
 
     def handle(
         self,
@@ -41,6 +46,7 @@ class Command(BaseCommand):
         app_id: str | None,
         new: bool = False,
         allow_failing_tests: bool = False,
+        migrate: str | None = None,
         **options: Any,
     ) -> None:
         path = Path(file)
@@ -52,6 +58,12 @@ class Command(BaseCommand):
             raise CommandError(
                 f"'{file}' is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
             ) from None
+        spec = None
+        if migrate is not None:
+            try:
+                spec = json.loads(migrate)
+            except json.JSONDecodeError as exc:
+                raise CommandError(f"--migrate is not valid JSON: {exc.msg} at column {exc.colno}.") from None
         try:
             user = get_user_model().objects.get(username=owner)
         except get_user_model().DoesNotExist:
@@ -71,7 +83,11 @@ class Command(BaseCommand):
                 )
         try:
             saved = definition_save(
-                actor=user, definition=definition, app_id=parsed_id, allow_failing_tests=allow_failing_tests
+                actor=user,
+                definition=definition,
+                app_id=parsed_id,
+                allow_failing_tests=allow_failing_tests,
+                migrate=spec,
             )
         except InvalidDefinition as exc:
             for error in exc.errors or []:
@@ -89,5 +105,7 @@ class Command(BaseCommand):
         except CharmingError as exc:
             raise CommandError(exc.message) from None
         self.stdout.write(str(saved.app.id))
+        if saved.migration is not None:
+            self.stderr.write(saved.migration.text)
         for advisory in advisories_open_for(saved.app):
             self.stderr.write(f"advisory [{advisory.severity}] {advisory.kind}: {advisory.summary}")

@@ -1,0 +1,230 @@
+"""Migrating an app's stored records with a definition save (`migrate`: {"<collection>": "<CEL over record>"}).
+
+A migration of at most `migrate_inline_records` records runs inside the save's transaction: the new definition
+and the migrated records commit together, or (any record failing) nothing does. A larger one is queued as a
+task (`RecordMigration`, run by `manage.py db_worker`) that works in batches in record order, each batch and
+the position after it committed together: a worker killed mid-way resumes after the last committed batch, so
+no record is lost or migrated twice. Until it ends, the app's mutations are refused ("migrating: N of M")."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps_registry.exceptions import AppMigrating, CharmingError, InvalidDefinition, OperationFailed
+from apps_registry.models import App, Record, RecordMigration
+from apps_registry.routes.limits import Limits, current_limits
+from apps_registry.routes.migrate import Migration, check_migration, migrated_data
+from apps_registry.routes.storage import SqlStore
+from apps_registry.values import first_problems
+
+logger = logging.getLogger(__name__)
+
+BATCH = 500  # records per committed batch of a queued migration
+# A queued migration with no progress for this long has lost its worker (killed, or the task was lost): the next
+# refused mutation queues its task again (batches take the migration's row lock, so two runs never overlap).
+STALE_AFTER = timedelta(minutes=2)
+
+
+@dataclass(frozen=True)
+class MigrationOutcome:
+    """What a save's migration did: ran inline (every record migrated or deleted), or was queued."""
+
+    collections: list[str]
+    total: int
+    migrated: int = 0
+    deleted: int = 0
+    queued_id: uuid.UUID | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"collections": self.collections, "records": self.total}
+        if self.queued_id is not None:
+            found.update(status="queued", id=str(self.queued_id))
+        else:
+            found.update(status="done", migrated=self.migrated, deleted=self.deleted)
+        return found
+
+    @property
+    def text(self) -> str:
+        names = ", ".join(self.collections)
+        if self.queued_id is not None:
+            return (
+                f"Migrating {self.total} records of {names} in the background; mutations of the app are refused "
+                "until it ends (get_app shows its progress)."
+            )
+        return f"Migrated {self.migrated} and deleted {self.deleted} records of {names} with the save."
+
+
+def migration_check(*, migrate: Any) -> Migration:
+    """The checked migration, or InvalidDefinition listing every problem (paths `migrate.<collection>`)."""
+    migration, problems = check_migration(migrate, current_limits())
+    if migration is None:
+        raise InvalidDefinition(
+            f"The migration has {len(problems)} problem(s); nothing was saved. {first_problems(problems)}",
+            errors=[p.as_dict() for p in problems],
+        )
+    return migration
+
+
+def record_migration_start(
+    *, app: App, storage_id: uuid.UUID, version: int, migration: Migration, spec: dict[str, Any]
+) -> MigrationOutcome:
+    """Run or queue `migration` over the app's records, inside the save's transaction (the caller's)."""
+    limits = current_limits()
+    if App.objects.filter(pk=app.pk, migrating=True).exists():
+        raise migration_refusal(app, what="save a new migration")
+    records = Record.objects.filter(storage_id=storage_id, collection__in=migration.collections)
+    total = records.count()
+    if total <= limits.migrate_inline_records:
+        batch = list(records.select_for_update().order_by("pk"))
+        try:
+            migrated, deleted = _migrate(
+                batch, migration, storage_id=storage_id, app_id=str(app.id), now=timezone.now(), limits=limits
+            )
+        except CharmingError as exc:
+            raise OperationFailed(
+                f"The migration failed, so nothing was saved: {exc.message}", details=exc.details
+            ) from None
+        return MigrationOutcome(collections=migration.collections, total=total, migrated=migrated, deleted=deleted)
+    row = RecordMigration.objects.create(app=app, storage_id=storage_id, version=version, spec=spec, total=total)
+    App.objects.filter(pk=app.pk).update(migrating=True)
+    _enqueue(row.id)
+    return MigrationOutcome(collections=migration.collections, total=total, queued_id=row.id)
+
+
+def _enqueue(migration_id: uuid.UUID) -> None:
+    from apps_registry.tasks import record_migration_task  # the task module imports the services
+
+    record_migration_task.enqueue(migration_id=str(migration_id))
+
+
+def _migrate(
+    batch: list[Record], migration: Migration, *, storage_id: uuid.UUID, app_id: str, now: Any, limits: Limits
+) -> tuple[int, int]:
+    """Migrate (or delete) each record of `batch`, locked by the caller; (migrated, deleted)."""
+    store = SqlStore(storage_id=storage_id, max_bytes=limits.record_bytes)
+    changed: list[Record] = []
+    gone: list[int] = []
+    for record in batch:
+        expr = migration.exprs[record.collection]
+        data = migrated_data(
+            expr, record={**record.data, "id": record.record_id}, now=now, app_id=app_id, store=store, limits=limits
+        )
+        if data is None:
+            gone.append(record.pk)
+            continue
+        record.data = data
+        record.version += 1
+        record.updated_at = now
+        changed.append(record)
+    if changed:
+        Record.objects.bulk_update(changed, ["data", "version", "updated_at"], batch_size=BATCH)
+    if gone:
+        Record.objects.filter(pk__in=gone).delete()
+        store.records_added(-len(gone))
+    return len(changed), len(gone)
+
+
+def record_migration_run(*, migration_id: uuid.UUID | str, batches: int | None = None) -> RecordMigration | None:
+    """Run a queued migration to its end (or for `batches` batches): each batch in its own transaction, under the
+    migration's row lock, with the position after it. A record failing ends it as failed (batches before stay
+    migrated; the app's mutations are allowed again and its author is told by an advisory)."""
+    limits = current_limits()
+    done_batches = 0
+    while batches is None or done_batches < batches:
+        with transaction.atomic():
+            row = RecordMigration.objects.select_for_update().filter(pk=migration_id).first()
+            if row is None or row.status != RecordMigration.Status.QUEUED:
+                return row
+            migration, problems = check_migration(row.spec, limits)
+            if migration is None:  # an operator lowered a limit since it was saved
+                _finish(row, error=f"the migration no longer passes the limits: {first_problems(problems)}")
+                return row
+            batch = list(
+                Record.objects.select_for_update()
+                .filter(storage_id=row.storage_id, collection__in=migration.collections, pk__gt=row.position)
+                .order_by("pk")[:BATCH]
+            )
+            if not batch:
+                _finish(row)
+                return row
+            try:
+                with transaction.atomic():  # a savepoint: a failing batch leaves nothing, its failure is kept
+                    migrated, deleted = _migrate(
+                        batch,
+                        migration,
+                        storage_id=row.storage_id,
+                        app_id=str(row.app_id),
+                        now=row.created_at,
+                        limits=limits,
+                    )
+            except CharmingError as exc:
+                _finish(row, error=exc.message)
+                return row
+            row.position = batch[-1].pk
+            row.done += migrated + deleted
+            row.save(update_fields=["position", "done", "updated_at"])
+        done_batches += 1
+    return RecordMigration.objects.filter(pk=migration_id).first()
+
+
+def _finish(row: RecordMigration, *, error: str = "") -> None:
+    from apps_registry.models import Advisory  # noqa: PLC0415 (kept beside its one use)
+
+    row.status = RecordMigration.Status.FAILED if error else RecordMigration.Status.DONE
+    row.error = error
+    row.save(update_fields=["status", "error", "updated_at"])
+    App.objects.filter(pk=row.app_id).update(migrating=False)
+    if error:
+        logger.warning("Record migration %s of app %s failed: %s", row.id, row.app_id, error)
+        Advisory.objects.create(
+            app_id=row.app_id,
+            kind="migration-failed",
+            severity="warn",
+            summary=(
+                f"The migration saved with version {row.version} stopped after {row.done} of {row.total} records: "
+                f"{error} The records before it stay migrated; fix the expression and save again with a migration "
+                "for the rest."
+            ),
+            user_summary="Updating this app's stored data stopped part-way; its author has been told.",
+            data={"migration": str(row.id), "done": row.done, "total": row.total},
+        )
+
+
+def migration_progress(app: App) -> RecordMigration | None:
+    """The app's migration under way, if any."""
+    return RecordMigration.objects.filter(app=app, status=RecordMigration.Status.QUEUED).order_by("-created_at").first()
+
+
+def migration_refusal(app: App, *, what: str = "change its records") -> AppMigrating:
+    """The refusal of a mutation (or of a second migration) while the app's records are being migrated."""
+    row = migration_progress(app)
+    done, total = (row.done, row.total) if row is not None else (0, 0)
+    return AppMigrating(
+        f"App '{app.name}' is migrating: {done} of {total} records; cannot {what} until it ends. Try again shortly.",
+        app_id=app.pk,
+        details={"migrating": True, "done": done, "total": total},
+    )
+
+
+def migration_resume_if_stale(*, app_id: Any) -> bool:
+    """Queue the task of the app's migration again when it has made no progress for STALE_AFTER (its worker was
+    killed, or its task lost); called after a refusal, outside the refused call's transaction. Two runs never
+    overlap: each batch takes the migration's row lock and reads the position under it."""
+    with transaction.atomic():
+        row = (
+            RecordMigration.objects.select_for_update(skip_locked=True)
+            .filter(app_id=app_id, status=RecordMigration.Status.QUEUED, updated_at__lt=timezone.now() - STALE_AFTER)
+            .first()
+        )
+        if row is None:
+            return False
+        row.save(update_fields=["updated_at"])
+        _enqueue(row.id)
+    return True

@@ -1,0 +1,208 @@
+"""Migrating stored records with a save: inline and atomic for a few records, a resumable task for many (no
+record lost or migrated twice through a worker killed mid-batch), mutations refused meanwhile; every bad
+migration refused when saved, with its path."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
+
+from apps_registry.exceptions import AppMigrating, InvalidDefinition, OperationFailed
+from apps_registry.models import Advisory, App, Record, RecordMigration, Storage
+from apps_registry.services import record_migrations
+from apps_registry.services.definitions import definition_save
+from apps_registry.services.record_migrations import migration_resume_if_stale, record_migration_run
+from tests.apps_registry.route_helpers import records, run
+
+pytestmark = pytest.mark.django_db
+
+BOOKS: dict[str, Any] = {
+    "name": "Reading list",
+    "collections": {"books": {}},
+    "routes": {
+        "add": {
+            "kind": "mutation",
+            "steps": [{"insert": {"collection": "books", "value": "params"}, "as": "b"}, {"return": "b.id"}],
+        },
+        "all": {
+            "kind": "query",
+            "steps": [{"find": {"collection": "books", "limit": "1000"}, "as": "bs"}, {"return": "bs"}],
+        },
+    },
+}
+# Each book gains a list of tags, and a count of how many times a migration touched it (exactly once).
+TAGGED = "{'title': record.title, 'n': record.n, 'tags': [], 'touched': has(record.touched) ? record.touched + 1 : 1}"
+
+
+def _app_with_books(user, n: int):
+    app = definition_save(actor=user, definition=BOOKS).app
+    for i in range(n):
+        run(user, app, "add", {"title": f"Book {i}", "n": i})
+    return app
+
+
+def _save(user, app, migrate, **extra):
+    return definition_save(
+        actor=user,
+        definition=copy.deepcopy(BOOKS),
+        app_id=app.id,
+        expected_version=app.version,
+        migrate=migrate,
+        **extra,
+    )
+
+
+def test_a_few_records_are_migrated_with_the_save(user):
+    app = _app_with_books(user, 3)
+    saved = _save(user, app, {"books": TAGGED})
+    assert saved.migration is not None
+    assert saved.migration.as_dict() == {
+        "collections": ["books"],
+        "records": 3,
+        "status": "done",
+        "migrated": 3,
+        "deleted": 0,
+    }
+    found = sorted(records(app, "books").values(), key=lambda r: r["n"])
+    assert found == [{"title": f"Book {i}", "n": i, "tags": [], "touched": 1} for i in range(3)]
+    assert set(Record.objects.filter(storage__app=app).values_list("version", flat=True)) == {2}
+
+
+def test_null_deletes_a_record_and_the_app_counts_it_gone(user):
+    app = _app_with_books(user, 4)
+    saved = _save(user, app, {"books": "record.n % 2 == 0 ? null : record"})
+    assert (saved.migration.migrated, saved.migration.deleted) == (2, 2)
+    assert sorted(r["n"] for r in records(app, "books").values()) == [1, 3]
+    assert Storage.objects.get(app=app).records_held == 2
+
+
+def test_a_record_the_migration_fails_on_refuses_the_whole_save(user):
+    app = _app_with_books(user, 3)
+    before = records(app, "books")
+    with pytest.raises(OperationFailed) as caught:
+        _save(user, app, {"books": "record.n == 2 ? 'oops' : record"})
+    assert caught.value.message.startswith("The migration failed, so nothing was saved: Migrating books/")
+    assert "must give a map (the record's new data) or null (delete it), got string" in caught.value.message
+    assert records(app, "books") == before
+    assert App.objects.get(pk=app.pk).version == 1
+
+
+@pytest.mark.parametrize(
+    ("migrate", "expected"),
+    [
+        (
+            "books",
+            [
+                {
+                    "path": "migrate",
+                    "message": "must be an object mapping collections to a CEL expression over `record`, such as "
+                    "{\"books\": \"{'title': record.title, 'tags': []}\"}: a map replaces the record's data, null "
+                    "deletes the record",
+                }
+            ],
+        ),
+        (
+            {"books": "params.x"},
+            [{"path": "migrate.books", "message": "unknown name(s) params; names available here: record, now, app"}],
+        ),
+        (
+            {"2books": "record"},
+            [
+                {
+                    "path": "migrate.2books",
+                    "message": "must be a collection name: letters, digits and underscores, not starting with a "
+                    "digit, at most 100 characters",
+                }
+            ],
+        ),
+        ({"books": 5}, [{"path": "migrate.books", "message": "must be a CEL expression (a string), got integer"}]),
+    ],
+)
+def test_a_bad_migration_is_refused_when_saved_with_its_path(user, migrate, expected):
+    app = _app_with_books(user, 1)
+    with pytest.raises(InvalidDefinition) as caught:
+        _save(user, app, migrate)
+    assert caught.value.errors == expected
+    assert App.objects.get(pk=app.pk).version == 1
+
+
+@pytest.fixture
+def many(user, settings, monkeypatch):
+    """An app with 12 books, a migration past the inline limit (5), in batches of 4."""
+    settings.CHARMING_ROUTES_MIGRATE_INLINE_RECORDS = 5
+    monkeypatch.setattr(record_migrations, "BATCH", 4)
+    return _app_with_books(user, 12)
+
+
+def test_many_records_are_migrated_by_a_task_and_mutations_wait_for_it(user, many):
+    saved = _save(user, many, {"books": TAGGED})
+    assert saved.migration.as_dict()["status"] == "queued"
+    assert DBTaskResult.objects.filter(task_path__endswith="record_migration_task").count() == 1
+    with pytest.raises(AppMigrating) as caught:
+        run(user, many, "add", {"title": "New", "n": 99})
+    assert caught.value.message == (
+        "App 'Reading list' is migrating: 0 of 12 records; cannot change its records until it ends. Try again shortly."
+    )
+    assert len(run(user, many, "all", {}, kind="query")) == 12  # queries still answer
+    row = record_migration_run(migration_id=saved.migration.queued_id, batches=1)
+    assert (row.status, row.done) == ("queued", 4)
+    with pytest.raises(AppMigrating, match="migrating: 4 of 12 records"):
+        run(user, many, "add", {"title": "New", "n": 99})
+    row = record_migration_run(migration_id=saved.migration.queued_id)
+    assert (row.status, row.done) == ("done", 12)
+    assert [r["touched"] for r in records(many, "books").values()] == [1] * 12
+    run(user, many, "add", {"title": "New", "n": 99})  # allowed again
+
+
+def test_a_worker_killed_mid_batch_resumes_without_losing_or_repeating_a_record(user, many, monkeypatch):
+    saved = _save(user, many, {"books": TAGGED})
+    record_migration_run(migration_id=saved.migration.queued_id, batches=1)
+    real = record_migrations._migrate
+
+    def killed_after_writing(batch, *args, **kwargs):
+        real(batch, *args, **kwargs)  # the batch's records are written ...
+        raise KeyboardInterrupt  # ... and the process dies before its transaction commits
+
+    monkeypatch.setattr(record_migrations, "_migrate", killed_after_writing)
+    with pytest.raises(KeyboardInterrupt):
+        record_migration_run(migration_id=saved.migration.queued_id)
+    assert RecordMigration.objects.get(pk=saved.migration.queued_id).done == 4
+    touched = sorted(r.get("touched", 0) for r in records(many, "books").values())
+    assert touched == [0] * 8 + [1] * 4  # the killed batch left nothing
+
+    monkeypatch.setattr(record_migrations, "_migrate", real)
+    row = record_migration_run(migration_id=saved.migration.queued_id)
+    assert (row.status, row.done, row.total) == ("done", 12, 12)
+    assert sorted(r["n"] for r in records(many, "books").values()) == list(range(12))
+    assert [r["touched"] for r in records(many, "books").values()] == [1] * 12
+
+
+def test_a_record_failing_in_the_task_stops_it_and_tells_the_author(user, many):
+    saved = _save(user, many, {"books": "record.n == 9 ? 'oops' : " + TAGGED})
+    row = record_migration_run(migration_id=saved.migration.queued_id)
+    assert (row.status, row.done) == ("failed", 8)
+    assert "Migrating books/" in row.error
+    assert not App.objects.get(pk=many.pk).migrating
+    advisory = Advisory.objects.get(app=many, kind="migration-failed")
+    assert advisory.summary.startswith("The migration saved with version 2 stopped after 8 of 12 records: Migrating")
+    touched = sorted(r.get("touched", 0) for r in records(many, "books").values())
+    assert touched == [0] * 4 + [1] * 8
+    run(user, many, "add", {"title": "New", "n": 99})
+
+
+def test_a_stale_migration_is_queued_again_and_a_second_one_refused(user, many):
+    saved = _save(user, many, {"books": TAGGED})
+    tasks = DBTaskResult.objects.filter(task_path__endswith="record_migration_task")
+    assert not migration_resume_if_stale(app_id=many.id)  # fresh: its task is still queued
+    RecordMigration.objects.filter(pk=saved.migration.queued_id).update(updated_at=timezone.now() - timedelta(hours=1))
+    with pytest.raises(AppMigrating):
+        run(user, many, "add", {"title": "New", "n": 99})  # the refusal queues it again, outside its transaction
+    assert tasks.count() == 2
+    many.refresh_from_db()
+    with pytest.raises(AppMigrating, match="cannot save a new migration until it ends"):
+        _save(user, many, {"books": "record"})
