@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps_registry.routes.compiler import DefinitionParts, legacy_steps
-from apps_registry.routes.limits import Limits
+from apps_registry.routes.limits import LIMIT_SETTINGS, Limits
 from apps_registry.routes.steps import STEP_KINDS, walk_steps
+from apps_registry.routes.worstcase import route_risk
 
 # The kinds named here, those the step kinds name (routes/steps.py), and failing-tests (services/definitions.py).
 AUTHORING_KINDS = tuple(
@@ -17,6 +18,7 @@ AUTHORING_KINDS = tuple(
             "failing-tests",
             "legacy-bridge",
             "missing-output-schema",
+            "over-limit-route",
             "unindexed-field",
             "unknown-collection",
             "unused-binding",
@@ -65,6 +67,7 @@ def authoring_advisories(parts: DefinitionParts, limits: Limits) -> list[Advisor
                     data={"route": name},
                 )
             )
+        found.extend(limit_advisories(name, route.steps, limits, route.input_schema))
         bound_at: dict[str, str] = {}
         used: set[str] = set()
         for step in walk_steps(route.steps):
@@ -148,3 +151,44 @@ def unindexed_advisories(parts: DefinitionParts, limits: Limits, *, records_held
 def _index(at: str) -> int:
     """The top-level step's index in a step's place ("steps[2].for_each.steps[0]" is in steps[2])."""
     return int(at.split("]", 1)[0].removeprefix("steps["))
+
+
+_RISK_HINTS = {
+    "cel_work": (
+        "compute totals with an aggregate step (or count and sum) rather than map/filter over the records, filter "
+        "them in the find's where, or give the find a smaller limit"
+    ),
+    "records_read_per_call": "give its finds a limit (and a cursor, to page), or compute totals with aggregate",
+    "value_items": "give the find a smaller limit and page with a cursor, or compute totals with aggregate",
+    "for_each_items": "loop over fewer items per call (a find with a limit, or params the caller splits)",
+    "records_written_per_call": "write fewer records per call (split the work over several calls)",
+}
+
+
+def limit_advisories(
+    name: str, steps: list[Any], limits: Limits, input_schema: dict[str, Any] | None = None
+) -> list[AdvisoryDraft]:
+    """The `over-limit-route` advisory of a route whose call would fail once its finds return enough records
+    (routes/worstcase.py), with the size at which it does."""
+    risk = route_risk(name, steps, limits, input_schema or {})
+    if risk is None:
+        return []
+    at_fault = next((s for s in walk_steps(steps) if s.at == risk.at), None)
+    if at_fault is not None and at_fault.op == "find" and "limit" not in at_fault.exprs:
+        return []  # the find's own unbounded-find advisory says it
+    setting = next(s for s in LIMIT_SETTINGS if s.field == risk.limit)
+    collections = ", ".join(f"'{c}'" for c in risk.collections)
+    return [
+        AdvisoryDraft(
+            kind="over-limit-route",
+            severity="warn",
+            summary=(
+                f"Route '{name}' {risk.at}: once its finds return about {risk.records} records of {collections}, "
+                f"a call passes the limit {risk.limit} ({getattr(limits, risk.limit)}, {setting.setting}) and fails. "
+                f"To stay under it, {_RISK_HINTS[risk.limit]}. (An estimate from the route's steps, with records of "
+                "about a dozen short fields; a test with generated records shows the real size.)"
+            ),
+            user_summary="One of this app's actions will stop working once the app holds more data.",
+            data={"route": name, "step": risk.at, "limit": risk.limit, "records": risk.records},
+        )
+    ]
