@@ -150,7 +150,7 @@ def definition_save(
         version = _version_bump(app=app, expected_version=expected_version)
         changed = _sync_routes(app=app, parts=parts)
         Advisory.objects.filter(app=app, kind__in=AUTHORING_KINDS).delete()
-        drafts = authoring_advisories(parts, limits) + tests_advisories(results)
+        drafts = authoring_advisories(parts, limits) + tests_advisories(results, saved=True)
         drafts += unindexed_advisories(parts, limits, records_held=_records_held(app))
         Advisory.objects.bulk_create(
             Advisory(
@@ -194,7 +194,9 @@ def definition_dry_run(*, actor: Any, definition: Any) -> CheckedDefinition:
     limits = current_limits()
     results = tests_run(parts=parts, actor=actor, role="owner", app_id=str(uuid.uuid4()), limits=limits)
     return CheckedDefinition(
-        problems=[], advisories=authoring_advisories(parts, limits) + tests_advisories(results), tests=results
+        problems=[],
+        advisories=authoring_advisories(parts, limits) + tests_advisories(results, saved=False),
+        tests=results,
     )
 
 
@@ -225,22 +227,34 @@ def tests_run(*, parts: DefinitionParts, actor: Any, role: str, app_id: str, lim
     return [run_test(test, scratch=scratch, run=run) for test in parts.tests]
 
 
-def tests_advisories(results: list[TestResult]) -> list[AdvisoryDraft]:
+def tests_advisories(results: list[TestResult], *, saved: bool) -> list[AdvisoryDraft]:
+    """The `failing-tests` advisory: of an app saved with allow_failing_tests (`saved`), or of a definition
+    only checked (check_app), which is worded as what a save would do, since nothing was written."""
     failing = [r for r in results if not r.passed]
     if not failing:
         return []
+    # Test names only: every member sees advisories, while what a test sends and expects is the
+    # definition's (authors read it with check_app or get_app_source).
+    names = f"{', '.join(repr(clip(r.name, 100)) for r in failing[:5])}" + (
+        f" and {len(failing) - 5} more" if len(failing) > 5 else ""
+    )
+    if saved:
+        summary = (
+            f"{len(failing)} of {len(results)} test(s) of this app's definition fail (it was saved with "
+            f"allow_failing_tests): {names}. Run check_app for what each got; fix the routes or the tests and "
+            "save again."
+        )
+    else:
+        summary = (
+            f"{len(failing)} of {len(results)} test(s) of this definition fail: {names}. create_app and "
+            "update_app refuse it until they pass (or take it with allow_failing_tests, and the app keeps this "
+            "advisory); fix the routes or the tests."
+        )
     return [
         AdvisoryDraft(
             kind="failing-tests",
             severity="warn",
-            summary=(
-                # Test names only: every member sees advisories, while what a test sends and expects is the
-                # definition's (authors read it with check_app or get_app_source).
-                f"{len(failing)} of {len(results)} test(s) of this app's definition fail (it was saved with "
-                f"allow_failing_tests): {', '.join(repr(clip(r.name, 100)) for r in failing[:5])}"
-                f"{f' and {len(failing) - 5} more' if len(failing) > 5 else ''}. Run check_app for what each got; "
-                "fix the routes or the tests and save again."
-            ),
+            summary=summary,
             user_summary="Some of this app's own checks fail; it may not work as intended.",
             data={"failing": [r.name for r in failing]},
         )

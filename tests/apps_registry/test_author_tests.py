@@ -85,6 +85,19 @@ def test_allow_failing_tests_saves_with_a_warn_advisory(user):
     assert not Advisory.objects.filter(app=fixed.app, kind="failing-tests").exists()
 
 
+def test_a_check_with_failing_tests_words_its_advisory_as_what_a_save_would_do_and_saves_nothing(user):
+    definition = with_tests({"name": "wrong", "route": "list_logs", "expect": {"error": "handler_error"}})
+    checked = definition_dry_run(actor=user, definition=definition)
+    [advisory] = [a for a in checked.advisories if a.kind == "failing-tests"]
+    assert (advisory.severity, advisory.data) == ("warn", {"failing": ["wrong"]})
+    assert advisory.summary == (
+        "1 of 1 test(s) of this definition fail: 'wrong'. create_app and update_app refuse it until they pass "
+        "(or take it with allow_failing_tests, and the app keeps this advisory); fix the routes or the tests."
+    )
+    assert "saved" not in advisory.summary
+    assert not App.objects.exists() and not Advisory.objects.exists()
+
+
 def test_error_expectations_match_the_kind_and_a_message_fragment(user):
     results = definition_dry_run(
         actor=user,

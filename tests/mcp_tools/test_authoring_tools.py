@@ -156,6 +156,26 @@ def test_check_app_lists_problems_and_test_results_and_saves_nothing(live, alice
     assert malformed["error"]["errors"] == [{"path": "$.definition", "message": "is required"}]
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_check_app_with_failing_tests_says_what_a_save_would_do_and_never_that_it_saved(live, alice, mode):
+    definition = copy.deepcopy(HABITS)
+    definition["tests"][0]["expect"] = {"value": {"habit": "write"}}
+    result = call_tool(live, alice, mode, "check_app", {"definition": definition})
+    value = checked("check_app", result)["value"]
+    assert (value["valid"], value["passed"]) == (True, False)
+    text = text_of(result)
+    assert text.startswith(
+        "The definition is valid, but 1 of 3 test(s) fail: create_app and update_app refuse it until they pass "
+        "(or take it with allow_failing_tests).\n- FAILED 'logs a habit' (log_habit): expected the value "
+    )
+    assert "saved" not in text
+    assert [a["kind"] for a in value["advisories"]] == ["failing-tests"]
+    assert not App.objects.exists() and not Advisory.objects.exists()
+    passing = text_of(call_tool(live, alice, mode, "check_app", {"definition": HABITS}))
+    assert passing.startswith("The definition is valid and every test passed.")
+    assert "saved" not in passing
+
+
 async def _guide_and_prompt(live, alice, mode):
     async with mcp_client(live, alice.token, mode) as client:
         prompts = await client.list_prompts()
