@@ -130,9 +130,11 @@ def test_a_stale_restore_is_a_conflict_and_an_old_version_can_be_read(live, alic
     )
     assert stale["error"]["kind"] == "conflict"
     assert stale["error"]["message"] == (
-        "App 'Habit log' is at version 2, not 1: it was saved since you read it. Nothing was saved. Read the current "
-        "definition, apply your change to it, and save again with expected_version 2."
+        "expected_version 1 is stale: app 'Habit log' is at version 2 (saved since you read it); nothing was saved. "
+        "Re-read it with get_app_source and apply your change to version 2, then call update_app with "
+        "expected_version 2."
     )
+    assert stale["error"]["details"] == {"expected_version": 1, "current_version": 2}
     old = call(live, alice, mode, "get_app_source", {"app_id": str(habits.id), "version": 1})["value"]
     assert (old["version"], old["current_version"], old["definition"]["name"]) == (1, 2, "Habits")
 
