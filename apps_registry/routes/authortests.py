@@ -19,6 +19,7 @@ from typing import Any
 
 from apps_registry.exceptions import CharmingError
 from apps_registry.routes.steps import NAME
+from apps_registry.values import json_repr
 
 MAX_TESTS = 50
 MAX_RECORDS_PER_TEST = 200
@@ -70,7 +71,7 @@ def check_tests(raw: Any, routes: dict[str, str], report: Callable[[str, str], N
     if raw is None:
         return []
     if not isinstance(raw, list):
-        report("tests", "must be a list of tests")
+        report("tests", "must be an array of tests")
         return []
     if len(raw) > MAX_TESTS:
         report("tests", f"the definition has {len(raw)} tests; the limit is {MAX_TESTS}")
@@ -99,7 +100,9 @@ def _check_test(index: int, item: Any, routes: dict[str, str], report: Callable[
     route = item.get("route")
     if not isinstance(route, str) or route not in routes:
         known = ", ".join(sorted(routes)) or "none"
-        problems_before.report(f"{path}.route", f"must name one of the definition's routes ({known}), got {route!r}")
+        problems_before.report(
+            f"{path}.route", f"must name one of the definition's routes ({known}), got {json_repr(route)}"
+        )
     params = item.get("params", {})
     if not isinstance(params, dict):
         problems_before.report(f"{path}.params", "must be an object (the route's params)")
@@ -159,7 +162,7 @@ def _check_records(raw: Any, path: str, problems: _Counter) -> dict[str, list[di
         if not NAME.match(collection):
             problems.report(where, "must be a collection name (letters, digits and _)")
         if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-            problems.report(where, "must be a list of records (objects)")
+            problems.report(where, "must be an array of records (objects)")
             continue
         total += len(records)
         for i, record in enumerate(records):

@@ -190,3 +190,20 @@ def test_problems_in_tests_are_listed_with_their_paths(user):
 )
 def test_expected_values_match_as_patterns(expected, got, result):
     assert matches(expected, got) is result
+
+
+def test_problems_in_tests_quote_values_in_json_words(user):
+    definition = with_tests({"expect": {"value": 1}}, {"route": "list_logs", "expect": {"value": 1}, "records": []})
+    with pytest.raises(InvalidDefinition) as exc:
+        definition_save(actor=user, definition=definition)
+    assert exc.value.kind == "invalid_definition"
+    assert exc.value.errors == [
+        {
+            "path": "tests[0].route",
+            "message": "must name one of the definition's routes (list_logs, log_habit), got null",
+        },
+        {
+            "path": "tests[1].records",
+            "message": 'must be an object mapping collections to lists of records: {"todos": [{...}]}',
+        },
+    ]

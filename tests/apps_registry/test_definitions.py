@@ -77,7 +77,7 @@ def test_a_definition_with_problems_is_refused_whole_listing_every_problem(user)
             "increment works on a top-level field",
         ),
         ([{"fail": {"message": "'x'"}, "as": "y"}], "routes.r.steps[0].as", "a fail step binds nothing"),
-        ([], "routes.r.steps", "must be a non-empty list of steps"),
+        ([], "routes.r.steps", "must be a non-empty array of steps"),
     ],
 )
 def test_step_problems_are_reported_with_their_path(user, steps, path, message):
