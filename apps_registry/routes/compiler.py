@@ -171,9 +171,11 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
         if isinstance(raw_routes, dict)
         else {}
     )
-    tests = check_tests(
-        definition.get("tests"), route_kinds, lambda path, message: problems.append(Problem(path, message))
-    )
+
+    def report(path: str, message: str, limit: str | None = None, max: int | None = None) -> None:
+        problems.append(Problem(path, message, limit, max))
+
+    tests = check_tests(definition.get("tests"), route_kinds, report, limits)
     if problems:
         return None, _listed(problems)
     assert isinstance(name, str)

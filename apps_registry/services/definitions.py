@@ -37,7 +37,7 @@ from apps_registry.routes.authortests import AuthorTest, TestResult, failure_sum
 from apps_registry.routes.compiler import DefinitionParts, check_definition, compile_parts
 from apps_registry.routes.limits import Limits, current_limits
 from apps_registry.routes.runtime import run_route
-from apps_registry.routes.storage import SqlStore
+from apps_registry.routes.scratch import ScratchSqlStore
 from apps_registry.services.apps import app_create
 from apps_registry.services.collection_indexes import collection_indexes_enqueue, declared_index_keys
 from apps_registry.values import clip, clip_repr, first_problems, parse_uuid
@@ -209,17 +209,17 @@ def tests_run(*, parts: DefinitionParts, actor: Any, role: str, app_id: str, lim
     caller = {"id": str(actor.pk), "role": role}
 
     @contextmanager
-    def scratch() -> Iterator[SqlStore]:
+    def scratch() -> Iterator[ScratchSqlStore]:
         with transaction.atomic():
             storage = Storage.objects.create(
                 app=None, app_uuid=uuid.UUID(app_id), app_name="(author tests)", detached_at=timezone.now()
             )
             try:
-                yield SqlStore(storage_id=storage.id, max_bytes=limits.record_bytes)
+                yield ScratchSqlStore(storage_id=storage.id, max_bytes=limits.record_bytes)
             finally:
                 transaction.set_rollback(True)
 
-    def run(store: SqlStore, test: AuthorTest) -> Any:
+    def run(store: ScratchSqlStore, test: AuthorTest) -> Any:
         return run_route(
             compiled[test.route], params=test.params, caller=caller, app_id=app_id, store=store, limits=limits
         )

@@ -204,6 +204,6 @@ def test_problems_in_tests_quote_values_in_json_words(user):
         },
         {
             "path": "tests[1].records",
-            "message": 'must be an object mapping collections to lists of records: {"todos": [{...}]}',
+            "message": 'must be an object mapping collections to arrays of records: {"todos": [{...}]}',
         },
     ]
