@@ -207,3 +207,14 @@ def test_problems_in_tests_quote_values_in_json_words(user):
             "message": 'must be an object mapping collections to arrays of records: {"todos": [{...}]}',
         },
     ]
+
+
+@pytest.mark.parametrize("name", ["budget", "todo"])
+def test_both_examples_test_every_route_and_save_with_no_authoring_advisory(user, name):
+    definition = example(name)
+    assert {test["route"] for test in definition["tests"]} == set(definition["routes"])
+    checked = definition_dry_run(actor=user, definition=definition)
+    assert (checked.problems, checked.advisories) == ([], [])
+    assert [(r.name, r.failures) for r in checked.tests if not r.passed] == []
+    saved = definition_save(actor=user, definition=definition)
+    assert not Advisory.objects.filter(app=saved.app).exists()
