@@ -60,7 +60,7 @@ class ScratchStore(Protocol):
 
 
 @dataclass
-class Generator:
+class RecordTemplate:
     """A collection's `{"generate": N, "like": {...}}`, checked: each field's CEL expression, compiled."""
 
     path: str  # e.g. tests[0].records.books
@@ -121,14 +121,14 @@ def check_tests(raw: Any, routes: dict[str, str], report: Report, limits: Limits
         report("tests", f"the definition has {len(raw)} tests; the limit is {MAX_TESTS}")
         return []
     tests = []
-    generators: list[tuple[AuthorTest, Generator]] = []
+    templates: list[tuple[AuthorTest, RecordTemplate]] = []
     for index, item in enumerate(raw):
-        declared: list[Generator] = []
+        declared: list[RecordTemplate] = []
         test = _check_test(index, item, routes, report, declared, limits)
         if test is not None:
             tests.append(test)
-            generators.extend((test, generator) for generator in declared)
-    total = sum(generator.count for _test, generator in generators)
+            templates.extend((test, template) for template in declared)
+    total = sum(template.count for _test, template in templates)
     if total > limits.generated_records:
         report(
             "tests",
@@ -141,7 +141,7 @@ def check_tests(raw: Any, routes: dict[str, str], report: Report, limits: Limits
     # for one expression at the length limit), bounded here before anything runs; cheap expressions are bounded
     # by the bytes they make.
     chars = sum(
-        generator.count * sum(len(source) for source, _ in generator.fields.values()) for _, generator in generators
+        template.count * sum(len(source) for source, _ in template.fields.values()) for _, template in templates
     )
     if chars > limits.generated_expression_chars:
         report(
@@ -154,16 +154,16 @@ def check_tests(raw: Any, routes: dict[str, str], report: Report, limits: Limits
         )
         return tests
     budget = _Bytes(limits.generated_bytes)
-    for test, generator in generators:
-        rows = _generate(generator, report, limits, budget)
+    for test, template in templates:
+        rows = _generate(template, report, limits, budget)
         if rows is None:
             break  # reported; the templates after it are not made (a byte budget passed stays passed)
-        test.generated[generator.collection] = rows
+        test.generated[template.collection] = rows
     return tests
 
 
 def _check_test(
-    index: int, item: Any, routes: dict[str, str], report: Report, generators: list[Generator], limits: Limits
+    index: int, item: Any, routes: dict[str, str], report: Report, templates: list[RecordTemplate], limits: Limits
 ) -> AuthorTest | None:
     path = f"tests[{index}]"
     problems_before = _Counter(report)
@@ -186,7 +186,7 @@ def _check_test(
     params = item.get("params", {})
     if not isinstance(params, dict):
         problems_before.report(f"{path}.params", "must be an object (the route's params)")
-    records = _check_records(item.get("records", {}), f"{path}.records", problems_before, generators, limits)
+    records = _check_records(item.get("records", {}), f"{path}.records", problems_before, templates, limits)
     expect = item.get("expect")
     test = AuthorTest(
         index=index, name=name, route=str(route), params=params if isinstance(params, dict) else {}, records=records
@@ -221,7 +221,7 @@ def _check_test(
             problems_before.report(f"{path}.records_after", "a query writes nothing; only a mutation's test has it")
         test.records_after = _check_records(item["records_after"], f"{path}.records_after", problems_before)
     if problems_before.count:
-        generators.clear()
+        templates.clear()
         return None
     return test
 
@@ -236,11 +236,15 @@ class _Counter:
 
 
 def _check_records(
-    raw: Any, path: str, problems: _Counter, generators: list[Generator] | None = None, limits: Limits | None = None
+    raw: Any,
+    path: str,
+    problems: _Counter,
+    templates: list[RecordTemplate] | None = None,
+    limits: Limits | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """The literal records of each collection. Given `generators` and `limits` (the records before a call, not
+    """The literal records of each collection. Given `templates` and `limits` (the records before a call, not
     those expected after it), a collection may instead be `{"generate": N, "like": {...}}`: checked, and
-    appended to `generators`."""
+    appended to `templates`."""
     if not isinstance(raw, dict):
         problems.report(path, 'must be an object mapping collections to arrays of records: {"todos": [{...}]}')
         return {}
@@ -251,16 +255,16 @@ def _check_records(
         if not NAME.match(collection):
             problems.report(where, "must be a collection name (letters, digits and _)")
         if isinstance(records, dict) and "generate" in records:
-            if generators is None or limits is None:
+            if templates is None or limits is None:
                 problems.report(where, "must be an array of records (objects): records_after lists them literally")
                 continue
-            generator = _check_generator(records, where, collection, problems, limits)
-            if generator is not None:
-                generators.append(generator)
-                generated += generator.count
+            template = _check_template(records, where, collection, problems, limits)
+            if template is not None:
+                templates.append(template)
+                generated += template.count
             continue
         if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-            also = ', or {"generate": N, "like": {"field": "<CEL over i>"}}' if generators is not None else ""
+            also = ', or {"generate": N, "like": {"field": "<CEL over i>"}}' if templates is not None else ""
             problems.report(where, f"must be an array of records (objects){also}")
             continue
         total += len(records)
@@ -280,9 +284,9 @@ def _check_records(
     return literal
 
 
-def _check_generator(
+def _check_template(
     raw: dict[str, Any], path: str, collection: str, problems: _Counter, limits: Limits
-) -> Generator | None:
+) -> RecordTemplate | None:
     """A `{"generate": N, "like": {field: CEL over i}}`: its count and each field's compiled expression."""
     before = problems.count
     unknown = sorted(set(raw) - set(GENERATE_KEYS))
@@ -313,7 +317,7 @@ def _check_generator(
                 fields[name] = (source, program)
     if problems.count > before:
         return None
-    return Generator(path=path, collection=collection, count=count, fields=fields)
+    return RecordTemplate(path=path, collection=collection, count=count, fields=fields)
 
 
 def _field_program(source: Any, path: str, problems: _Counter, limits: Limits) -> Any:
@@ -351,14 +355,14 @@ class _Bytes:
     left: int
 
 
-def _generate(generator: Generator, report: Report, limits: Limits, budget: _Bytes) -> list[tuple[str, str]] | None:
-    """The generator's records as (record id, compact JSON), or None with the first problem reported."""
-    path, collection = generator.path, generator.collection
+def _generate(template: RecordTemplate, report: Report, limits: Limits, budget: _Bytes) -> list[tuple[str, str]] | None:
+    """The template's records as (record id, compact JSON), or None with the first problem reported."""
+    path, collection = template.path, template.collection
     rows: list[tuple[str, str]] = []
     first_with: dict[str, int] = {}  # record id -> the i that gave it
-    for i in range(generator.count):
+    for i in range(template.count):
         data: dict[str, Any] = {}
-        for name, (source, program) in generator.fields.items():
+        for name, (source, program) in template.fields.items():
             try:
                 data[name] = to_json(program.execute({"i": i}))
             except HandlerError as exc:  # a value JSON cannot hold: a non-string key, an infinite double

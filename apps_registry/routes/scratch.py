@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from apps_registry.exceptions import OperationFailed
 from apps_registry.models import Record
+from apps_registry.plans import plan_stable
 from apps_registry.routes.storage import SqlStore
 
 
@@ -43,7 +44,8 @@ class ScratchSqlStore(SqlStore):
 
 @functools.cache
 def _insert_sql() -> str:
-    return (
+    # An insert of values (apps_registry/plans.py): psycopg prepares what executemany sends many times anyway.
+    return plan_stable(
         f"INSERT INTO {connection.ops.quote_name(Record._meta.db_table)} "
         "(storage_id, collection, record_id, data, version, created_at, updated_at) "
         "VALUES (%s, %s, %s, %s, 1, %s, %s)"
