@@ -176,10 +176,14 @@ class VersionConflict(CharmingError):
     http_status = 409
 
     def __init__(self, *, app_name: str, expected_version: int, current_version: int) -> None:
+        # The facts every transport states: the version the caller read and the app's version now.
+        self.facts = (
+            f"expected_version {expected_version} is stale: app '{app_name}' is at version {current_version} "
+            "(saved since you read it); nothing was saved."
+        )
         super().__init__(
-            f"App '{app_name}' is at version {current_version}, not {expected_version}: it was saved since you "
-            "read it. Nothing was saved. Read the current definition, apply your change to it, and save again "
-            f"with expected_version {current_version}.",
+            f"{self.facts} Read the app's definition again and apply your change to version {current_version}, "
+            f"then save it with expected_version {current_version}.",
             details={"expected_version": expected_version, "current_version": current_version},
         )
         self.current_version = current_version

@@ -5,6 +5,7 @@ Plain functions with no Django import, so the route engine (apps_registry/routes
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -52,6 +53,18 @@ def clip_repr(value: object, limit: int = QUOTE_CHARS) -> str:
     if isinstance(value, str) and len(value) > limit:
         return repr(_redacted_head(value, limit)) + ELLIPSIS
     return clip(repr(value), limit + 2)
+
+
+def json_repr(value: object, limit: int = QUOTE_CHARS) -> str:
+    """A caller's JSON value quoted for a message in JSON's words, clipped: a string in quotes (as `clip_repr`),
+    anything else as compact JSON (`null`, `true`, `1.5`, `[1, 2]`, `{"a": 1}`), never Python's None or True."""
+    if isinstance(value, str):
+        return clip_repr(value, limit)
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):  # not JSON data (a value of the engine's own): its Python form
+        text = repr(value)
+    return clip(text, limit + 2)
 
 
 _JSON_TYPE_NAMES: tuple[tuple[type | tuple[type, ...], str], ...] = (

@@ -24,6 +24,7 @@ from apps_registry.exceptions import (
     RouteKindMismatch,
     RouteNotFound,
     RouteRemoved,
+    VersionConflict,
 )
 from apps_registry.redaction import RedactingFilter, redact_error
 from apps_registry.services.advisories import AdvisoryNote
@@ -43,6 +44,12 @@ def error_message(exc: CharmingError) -> str:
         return (
             f"'{exc.op}' is a {exc.route_kind} route: call it with {TOOL_FOR_KIND[exc.route_kind]}, "
             f"not {TOOL_FOR_KIND[exc.called_kind]}."
+        )
+    if isinstance(exc, VersionConflict):
+        return (
+            f"{exc.facts} Re-read it with get_app_source "
+            f"and apply your change to version {exc.current_version}, then call update_app with expected_version "
+            f"{exc.current_version}."
         )
     if isinstance(exc, RouteNotFound):
         return f"{exc.message} Use get_app to see them."

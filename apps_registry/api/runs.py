@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps_registry.access import Need
-from apps_registry.api.serializers import StrictInputSerializer, input_validated
+from apps_registry.api.serializers import JsonChoiceField, JsonObjectField, StrictInputSerializer, input_validated
 from apps_registry.services.advisories import AdvisoryNote
 from apps_registry.services.idempotency import idempotency_key_check
 from apps_registry.services.routes import route_run
@@ -52,19 +52,19 @@ class RouteRunView(APIView):
         example = '{"params": {...}, "kind": "mutation"}'
         takes = "a run takes only 'params' and 'kind'."
 
-        params = serializers.DictField(
+        params = JsonObjectField(
             required=False,
             allow_null=True,
             error_messages={
                 "not_a_dict": "'params' must be a JSON object matching the route's input schema, got {input_type}."
             },
         )
-        kind = serializers.ChoiceField(
+        kind = JsonChoiceField(
             choices=["mutation", "query"],
             default="mutation",
             error_messages={
-                "invalid_choice": "'kind' must be 'mutation' or 'query', got {input!r}.",
-                "null": "'kind' must be 'mutation' or 'query', got None.",
+                "invalid_choice": "'kind' must be 'mutation' or 'query', got {input}.",
+                "null": "'kind' must be 'mutation' or 'query', got null.",
             },
         )
 

@@ -12,7 +12,7 @@ from typing import Any
 from rest_framework import serializers
 
 from apps_registry.exceptions import InvalidInput
-from apps_registry.values import type_name
+from apps_registry.values import json_repr, type_name
 
 
 class StrictInputSerializer(serializers.Serializer):
@@ -48,6 +48,24 @@ def input_validated(serializer_class: type[StrictInputSerializer], data: Any) ->
         raise InvalidInput(" ".join(e["message"] for e in errors), errors=errors)
     validated: dict[str, Any] = dict(serializer.validated_data)
     return validated
+
+
+class JsonObjectField(serializers.DictField):
+    """A JSON object; anything else is refused naming its JSON type (array, string, ...), not Python's."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, dict):
+            self.fail("not_a_dict", input_type=type_name(data))
+        return super().to_internal_value(data)
+
+
+class JsonChoiceField(serializers.ChoiceField):
+    """A choice whose refusal quotes the value as JSON (`got true`, `got 5`), not as Python's repr."""
+
+    def fail(self, key: str, **kwargs: Any) -> Any:
+        if "input" in kwargs:
+            kwargs["input"] = json_repr(kwargs["input"])
+        return super().fail(key, **kwargs)
 
 
 class IsoDateTimeField(serializers.Field):

@@ -22,6 +22,7 @@ AUTHORING_KINDS = tuple(
             "unindexed-field",
             "unknown-collection",
             "unused-binding",
+            "untested-route",
         }
         | {kind for step_kind in STEP_KINDS.values() for kind in step_kind.advisory_kinds}
     )
@@ -40,7 +41,10 @@ class AdvisoryDraft:
 
 def authoring_advisories(parts: DefinitionParts, limits: Limits) -> list[AdvisoryDraft]:
     found: list[AdvisoryDraft] = []
+    tested = {test.route for test in parts.tests}
     for name, route in parts.routes.items():
+        if name not in tested:
+            found.append(untested_route(name, route.kind))
         if "handler" in route.body:
             found.append(
                 AdvisoryDraft(
@@ -105,6 +109,23 @@ def authoring_advisories(parts: DefinitionParts, limits: Limits) -> list[Advisor
                     )
                 )
     return found
+
+
+def untested_route(name: str, kind: str) -> AdvisoryDraft:
+    """A route no test of the definition calls: a save cannot tell whether it still works. For authors only
+    (no user_summary): the app works the same."""
+    writes = " and records_after for the records it writes" if kind == "mutation" else ""
+    return AdvisoryDraft(
+        kind="untested-route",
+        severity="info",
+        summary=(
+            f"Route '{name}' has no test: no entry of the definition's 'tests' calls it, so a save cannot tell "
+            f'whether it still works. Add one to \'tests\': {{"route": "{name}", "params": {{...}}, "expect": '
+            f'{{"value": ...}}}} (or "expect": {{"error": "<kind>"}}){writes}.'
+        ),
+        user_summary="",
+        data={"route": name},
+    )
 
 
 def unindexed_advisories(parts: DefinitionParts, limits: Limits, *, records_held: int) -> list[AdvisoryDraft]:

@@ -7,24 +7,66 @@ give: a value (matched as a pattern: an object matches when every key it lists m
 ids and timestamps can be left out; lists match item by item and must have the same length), or an
 error kind and optionally a fragment of its message. A mutation's test may also list the records
 each collection must hold afterwards (in insertion order, matched the same way).
+
+A collection's records before the call may instead be generated, so a test can run at a realistic size:
+`{"generate": 2000, "like": {"title": "'Book ' + string(i)", "year": "2000 + i % 25"}}` makes 2000
+records, each field the value of its CEL expression for `i` = 0, 1, ... 1999 (a field `id`, if given, is
+the record's id). They are generated when the definition is checked, so every problem (an expression
+that fails for some `i`, a duplicate id, a record too large, the limits on how many and how large) is a
+problem of the definition with its path; the scratch store receives them in one bulk insert.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from apps_registry.exceptions import CharmingError
+from apps_registry.exceptions import CharmingError, HandlerError, OperationFailed
+from apps_registry.routes.expressions import check_source, referenced_names, to_json
+from apps_registry.routes.limits import Limits
 from apps_registry.routes.steps import NAME
+from apps_registry.routes.store import encoded_record
+from apps_registry.values import clip, json_repr, text_problems
 
 MAX_TESTS = 50
 MAX_RECORDS_PER_TEST = 200
 TEST_KEYS = ("name", "route", "params", "records", "expect", "records_after")
 EXPECT_KEYS = ("value", "error", "message")
+GENERATE_KEYS = ("generate", "like")
+RECORD_ID_CHARS = 200  # the longest record id the records table holds
 _SHOWN = 500  # characters of a value quoted in a failure message
+
+
+class Report(Protocol):
+    """Where problems go: a path, a message, and the limit a problem is about (if any)."""
+
+    def __call__(self, path: str, message: str, limit: str | None = None, max: int | None = None) -> None: ...
+
+
+class ScratchStore(Protocol):
+    """What a test runs on: the engine's store, plus a bulk insert for generated records."""
+
+    def insert(self, collection: str, record_id: str | None, data: dict[str, Any]) -> dict[str, Any]: ...
+
+    def insert_generated(self, collection: str, rows: Sequence[tuple[str, str]]) -> None:
+        """Insert (record id, compact JSON) rows, in their order."""
+        ...
+
+    def find(self, collection: str, where: Any, order_by: Any, limit: int | None) -> list[dict[str, Any]]: ...
+
+
+@dataclass
+class RecordTemplate:
+    """A collection's `{"generate": N, "like": {...}}`, checked: each field's CEL expression, compiled."""
+
+    path: str  # e.g. tests[0].records.books
+    collection: str
+    count: int
+    fields: dict[str, tuple[str, Any]]  # field -> (its source, its program)
 
 
 @dataclass
@@ -39,6 +81,8 @@ class AuthorTest:
     expect_error: str | None = None
     expect_message: str | None = None
     records_after: dict[str, list[dict[str, Any]]] | None = None
+    # The generated records of each collection, as (record id, compact JSON), made when the definition is checked.
+    generated: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -65,25 +109,62 @@ class TestResult:
         return found
 
 
-def check_tests(raw: Any, routes: dict[str, str], report: Callable[[str, str], None]) -> list[AuthorTest]:
-    """Parse a definition's `tests` (routes: name -> kind), reporting every problem with its path."""
+def check_tests(raw: Any, routes: dict[str, str], report: Report, limits: Limits) -> list[AuthorTest]:
+    """Parse a definition's `tests` (routes: name -> kind), reporting every problem with its path, and generate
+    the records they declare with `generate`, within the limits on how many and how large."""
     if raw is None:
         return []
     if not isinstance(raw, list):
-        report("tests", "must be a list of tests")
+        report("tests", "must be an array of tests")
         return []
     if len(raw) > MAX_TESTS:
         report("tests", f"the definition has {len(raw)} tests; the limit is {MAX_TESTS}")
         return []
     tests = []
+    templates: list[tuple[AuthorTest, RecordTemplate]] = []
     for index, item in enumerate(raw):
-        test = _check_test(index, item, routes, report)
+        declared: list[RecordTemplate] = []
+        test = _check_test(index, item, routes, report, declared, limits)
         if test is not None:
             tests.append(test)
+            templates.extend((test, template) for template in declared)
+    total = sum(template.count for _test, template in templates)
+    if total > limits.generated_records:
+        report(
+            "tests",
+            f"the tests generate {total} records together; the limit is {limits.generated_records}",
+            "generated_records",
+            limits.generated_records,
+        )
+        return tests
+    # What evaluating them costs grows with the text evaluated (measured: 7-28 ns a character, at most ~50 µs
+    # for one expression at the length limit), bounded here before anything runs; cheap expressions are bounded
+    # by the bytes they make.
+    chars = sum(
+        template.count * sum(len(source) for source, _ in template.fields.values()) for _, template in templates
+    )
+    if chars > limits.generated_expression_chars:
+        report(
+            "tests",
+            f"the tests' generated records evaluate {chars} characters of CEL together (each field's expression "
+            f"once per record); the limit is {limits.generated_expression_chars}: generate fewer records or write "
+            "shorter expressions",
+            "generated_expression_chars",
+            limits.generated_expression_chars,
+        )
+        return tests
+    budget = _Bytes(limits.generated_bytes)
+    for test, template in templates:
+        rows = _generate(template, report, limits, budget)
+        if rows is None:
+            break  # reported; the templates after it are not made (a byte budget passed stays passed)
+        test.generated[template.collection] = rows
     return tests
 
 
-def _check_test(index: int, item: Any, routes: dict[str, str], report: Callable[[str, str], None]) -> AuthorTest | None:
+def _check_test(
+    index: int, item: Any, routes: dict[str, str], report: Report, templates: list[RecordTemplate], limits: Limits
+) -> AuthorTest | None:
     path = f"tests[{index}]"
     problems_before = _Counter(report)
     if not isinstance(item, dict):
@@ -99,11 +180,13 @@ def _check_test(index: int, item: Any, routes: dict[str, str], report: Callable[
     route = item.get("route")
     if not isinstance(route, str) or route not in routes:
         known = ", ".join(sorted(routes)) or "none"
-        problems_before.report(f"{path}.route", f"must name one of the definition's routes ({known}), got {route!r}")
+        problems_before.report(
+            f"{path}.route", f"must name one of the definition's routes ({known}), got {json_repr(route)}"
+        )
     params = item.get("params", {})
     if not isinstance(params, dict):
         problems_before.report(f"{path}.params", "must be an object (the route's params)")
-    records = _check_records(item.get("records", {}), f"{path}.records", problems_before)
+    records = _check_records(item.get("records", {}), f"{path}.records", problems_before, templates, limits)
     expect = item.get("expect")
     test = AuthorTest(
         index=index, name=name, route=str(route), params=params if isinstance(params, dict) else {}, records=records
@@ -137,37 +220,218 @@ def _check_test(index: int, item: Any, routes: dict[str, str], report: Callable[
         if isinstance(route, str) and routes.get(route) == "query":
             problems_before.report(f"{path}.records_after", "a query writes nothing; only a mutation's test has it")
         test.records_after = _check_records(item["records_after"], f"{path}.records_after", problems_before)
-    return None if problems_before.count else test
+    if problems_before.count:
+        templates.clear()
+        return None
+    return test
 
 
 class _Counter:
-    def __init__(self, report: Callable[[str, str], None]) -> None:
+    def __init__(self, report: Report) -> None:
         self._report, self.count = report, 0
 
-    def report(self, path: str, message: str) -> None:
+    def report(self, path: str, message: str, limit: str | None = None, max: int | None = None) -> None:
         self.count += 1
-        self._report(path, message)
+        self._report(path, message, limit, max)
 
 
-def _check_records(raw: Any, path: str, problems: _Counter) -> dict[str, list[dict[str, Any]]]:
+def _check_records(
+    raw: Any,
+    path: str,
+    problems: _Counter,
+    templates: list[RecordTemplate] | None = None,
+    limits: Limits | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """The literal records of each collection. Given `templates` and `limits` (the records before a call, not
+    those expected after it), a collection may instead be `{"generate": N, "like": {...}}`: checked, and
+    appended to `templates`."""
     if not isinstance(raw, dict):
-        problems.report(path, 'must be an object mapping collections to lists of records: {"todos": [{...}]}')
+        problems.report(path, 'must be an object mapping collections to arrays of records: {"todos": [{...}]}')
         return {}
-    total = 0
+    literal: dict[str, list[dict[str, Any]]] = {}
+    total = generated = 0
     for collection, records in raw.items():
         where = f"{path}.{collection}"
         if not NAME.match(collection):
             problems.report(where, "must be a collection name (letters, digits and _)")
+        if isinstance(records, dict) and "generate" in records:
+            if templates is None or limits is None:
+                problems.report(where, "must be an array of records (objects): records_after lists them literally")
+                continue
+            template = _check_template(records, where, collection, problems, limits)
+            if template is not None:
+                templates.append(template)
+                generated += template.count
+            continue
         if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-            problems.report(where, "must be a list of records (objects)")
+            also = ', or {"generate": N, "like": {"field": "<CEL over i>"}}' if templates is not None else ""
+            problems.report(where, f"must be an array of records (objects){also}")
             continue
         total += len(records)
+        literal[collection] = records
         for i, record in enumerate(records):
             if "id" in record and not isinstance(record["id"], str):
                 problems.report(f"{where}[{i}].id", "must be a string")
     if total > MAX_RECORDS_PER_TEST:
         problems.report(path, f"a test lists {total} records; the limit is {MAX_RECORDS_PER_TEST}")
-    return raw
+    if limits is not None and generated > limits.test_generated_records:
+        problems.report(
+            path,
+            f"a test generates {generated} records; the limit is {limits.test_generated_records}",
+            "test_generated_records",
+            limits.test_generated_records,
+        )
+    return literal
+
+
+def _check_template(
+    raw: dict[str, Any], path: str, collection: str, problems: _Counter, limits: Limits
+) -> RecordTemplate | None:
+    """A `{"generate": N, "like": {field: CEL over i}}`: its count and each field's compiled expression."""
+    before = problems.count
+    unknown = sorted(set(raw) - set(GENERATE_KEYS))
+    if unknown:
+        problems.report(path, f"unknown key(s) {', '.join(unknown)}; generated records take: generate, like")
+    count = raw["generate"]
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        problems.report(f"{path}.generate", f"must be a positive integer (how many records), got {json_repr(count)}")
+    elif count > limits.test_generated_records:
+        problems.report(
+            f"{path}.generate",
+            f"a test generates at most {limits.test_generated_records} records, got {count}",
+            "test_generated_records",
+            limits.test_generated_records,
+        )
+    like = raw.get("like")
+    fields: dict[str, tuple[str, Any]] = {}
+    if not isinstance(like, dict):
+        problems.report(
+            f"{path}.like",
+            "required: an object mapping each field to a CEL expression over i (0, 1, ...), e.g. "
+            """{"title": "'Book ' + string(i)", "year": "2000 + i % 25"}""",
+        )
+    else:
+        for name, source in like.items():
+            program = _field_program(source, f"{path}.like.{name}", problems, limits)
+            if program is not None:
+                fields[name] = (source, program)
+    if problems.count > before:
+        return None
+    return RecordTemplate(path=path, collection=collection, count=count, fields=fields)
+
+
+def _field_program(source: Any, path: str, problems: _Counter, limits: Limits) -> Any:
+    """One field's expression compiled, or None with its problems reported."""
+    if not isinstance(source, str):
+        problems.report(
+            path, f"""must be a CEL expression over i, as a string (e.g. "i * 2" or "'x'"), got {json_repr(source)}"""
+        )
+        return None
+    program, found, scan = check_source(source, limits)
+    for problem in found:
+        problems.report(path, problem.message, problem.limit, problem.max)
+    if program is None:
+        return None
+    if scan is not None and (scan.comprehensions or scan.regex):
+        # Each runs once per record in the server process: none may cost more than its text.
+        problems.report(
+            path,
+            "runs once for every generated record, so it may not use map, filter, all, exists, exists_one or matches",
+        )
+        return None
+    unknown = sorted(referenced_names(program, source) - {"i"})
+    if unknown:
+        problems.report(
+            path, f"unknown name(s) {', '.join(unknown)}; a generated record's expressions know only i (0, 1, ...)"
+        )
+        return None
+    return program
+
+
+@dataclass
+class _Bytes:
+    """How many bytes of compact JSON the definition's generated records may still hold."""
+
+    left: int
+
+
+def _generate(template: RecordTemplate, report: Report, limits: Limits, budget: _Bytes) -> list[tuple[str, str]] | None:
+    """The template's records as (record id, compact JSON), or None with the first problem reported."""
+    path, collection = template.path, template.collection
+    rows: list[tuple[str, str]] = []
+    first_with: dict[str, int] = {}  # record id -> the i that gave it
+    for i in range(template.count):
+        data: dict[str, Any] = {}
+        for name, (source, program) in template.fields.items():
+            try:
+                data[name] = to_json(program.execute({"i": i}))
+            except HandlerError as exc:  # a value JSON cannot hold: a non-string key, an infinite double
+                report(f"{path}.like.{name}", f"for i = {i}, its value cannot be stored: {exc.message}")
+                return None
+            except Exception as exc:  # CEL's own: a division by zero, a missing key, a type mismatch, an overflow
+                report(f"{path}.like.{name}", f"for i = {i}, evaluating `{clip(source, 200)}` failed: {_failure(exc)}")
+                return None
+        record_id = _generated_id(data, i, path, first_with, report)
+        if record_id is None:
+            return None
+        unstorable = text_problems(data, f"{path}.like", 1)
+        if unstorable:
+            report(unstorable[0]["path"], f"for i = {i}, its text {unstorable[0]['message']}")
+            return None
+        try:
+            encoded = encoded_record(collection, record_id, data, limits.record_bytes)
+        except OperationFailed:
+            size = len(json.dumps(data, separators=(",", ":")).encode())
+            report(
+                f"{path}.like",
+                f"for i = {i}, the record would be {size} bytes of JSON; the limit is {limits.record_bytes}",
+                "record_bytes",
+                limits.record_bytes,
+            )
+            return None
+        budget.left -= len(encoded)
+        if budget.left < 0:
+            report(
+                path,
+                f"the tests' generated records pass {limits.generated_bytes} bytes of JSON together here (at i = {i}); "
+                "generate fewer or smaller records",
+                "generated_bytes",
+                limits.generated_bytes,
+            )
+            return None
+        rows.append((record_id, encoded))
+    return rows
+
+
+def _generated_id(data: dict[str, Any], i: int, path: str, first_with: dict[str, int], report: Report) -> str | None:
+    """The record's id: the value of `like.id` (taken out of its data), else a new one; None once reported."""
+    if "id" not in data:
+        return str(uuid.uuid4())
+    record_id = data.pop("id")
+    if not isinstance(record_id, str) or not record_id or len(record_id) > RECORD_ID_CHARS:
+        report(
+            f"{path}.like.id",
+            f"must give a non-empty string of at most {RECORD_ID_CHARS} characters (the record's id); for i = {i} it "
+            f"gives {json_repr(record_id, 40)}",
+        )
+        return None
+    if record_id in first_with:
+        report(
+            f"{path}.like.id",
+            f"gives the id {json_repr(record_id, 40)} for both i = {first_with[record_id]} and i = {i}; each record "
+            """needs an id of its own (e.g. "'b' + string(i)")""",
+        )
+        return None
+    first_with[record_id] = i
+    return record_id
+
+
+def _failure(exc: Exception) -> str:
+    if isinstance(exc, ZeroDivisionError):
+        return "division by zero"
+    if isinstance(exc, KeyError):
+        return f"no key {clip(str(exc), 100)} in the map"
+    return clip(str(exc), 300) or type(exc).__name__
 
 
 def matches(expected: Any, got: Any) -> bool:
@@ -189,7 +453,10 @@ def _shown(value: Any) -> str:
 
 
 def run_test(
-    test: AuthorTest, *, scratch: Callable[[], AbstractContextManager[Any]], run: Callable[[Any, AuthorTest], Any]
+    test: AuthorTest,
+    *,
+    scratch: Callable[[], AbstractContextManager[ScratchStore]],
+    run: Callable[[Any, AuthorTest], Any],
 ) -> TestResult:
     """Run one test on a store from `scratch()` (discarded afterwards); `run(store, test)` runs its route."""
     expected: dict[str, Any] = (
@@ -207,6 +474,8 @@ def run_test(
                 for record in records:
                     data = {k: v for k, v in record.items() if k != "id"}
                     store.insert(collection, record.get("id"), data)
+            for collection, rows in test.generated.items():
+                store.insert_generated(collection, rows)
         except CharmingError as exc:
             failures.append(f"its records could not be stored: {exc.message}")
             return TestResult(test.name, test.route, False, expected, {}, failures)

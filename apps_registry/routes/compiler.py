@@ -11,7 +11,8 @@ from apps_registry.routes.expressions import CONTEXT_NAMES, Expr, check_source, 
 from apps_registry.routes.hints import HINT_KEYS, hint_problems, hints_of
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.schemas import SchemaValidator, number_paths, schema_problems
-from apps_registry.routes.steps import FIELD_PATH, NAME, STEP_KINDS, Step, bad_name, type_name
+from apps_registry.routes.steps import FIELD_PATH, NAME, STEP_KINDS, Step, bad_name
+from apps_registry.values import json_repr, type_name
 
 RESERVED_NAMES = frozenset(CONTEXT_NAMES) | {"true", "false", "null", "in", "as", "break", "const", "continue"}
 ROUTE_KEYS = ("kind", "description", "input", "output", "steps", "handler", *HINT_KEYS)
@@ -111,7 +112,9 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
             )
         )
     if definition.get("format", 1) != 1:
-        problems.append(Problem("format", f"unsupported format {definition.get('format')!r}; this server reads 1"))
+        problems.append(
+            Problem("format", f"unsupported format {json_repr(definition.get('format'))}; this server reads 1")
+        )
     name = definition.get("name")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         problems.append(Problem("name", "required: the app's name, a non-empty string of at most 200 characters"))
@@ -168,9 +171,11 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
         if isinstance(raw_routes, dict)
         else {}
     )
-    tests = check_tests(
-        definition.get("tests"), route_kinds, lambda path, message: problems.append(Problem(path, message))
-    )
+
+    def report(path: str, message: str, limit: str | None = None, max: int | None = None) -> None:
+        problems.append(Problem(path, message, limit, max))
+
+    tests = check_tests(definition.get("tests"), route_kinds, report, limits)
     if problems:
         return None, _listed(problems)
     assert isinstance(name, str)
@@ -189,7 +194,7 @@ def _check_collection(name: str, spec: dict[str, Any], problems: list[Problem]) 
     if unknown:
         problems.append(Problem(path, f"unknown key(s) {', '.join(unknown)}; a collection takes: indexes"))
     indexes = spec.get("indexes", [])
-    shape = 'must be a list of indexes, each a list of field names: [["habit_id", "date"], ["email"]]'
+    shape = 'must be an array of indexes, each an array of field names: [["habit_id", "date"], ["email"]]'
     if not isinstance(indexes, list):
         problems.append(Problem(f"{path}.indexes", shape))
         return 0
@@ -237,7 +242,7 @@ def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *,
         problems.append(Problem(prefix, f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(ROUTE_KEYS)}"))
     kind = raw.get("kind")
     if kind not in ("query", "mutation"):
-        problems.append(Problem(f"{prefix}.kind", f"must be 'query' or 'mutation', got {kind!r}"))
+        problems.append(Problem(f"{prefix}.kind", f"must be 'query' or 'mutation', got {json_repr(kind)}"))
     description = raw.get("description", "")
     if not isinstance(description, str):
         problems.append(Problem(f"{prefix}.description", "must be a string"))
@@ -252,7 +257,7 @@ def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *,
                 Problem(
                     f"{prefix}.input.type",
                     f"params are always a JSON object, so 'input' must describe one: "
-                    f'"type": "object" (got {declared!r})',
+                    f'"type": "object" (got {json_repr(declared)})',
                 )
             )
     output_schema = raw.get("output")
@@ -263,7 +268,7 @@ def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *,
     body: dict[str, Any] = {}
     steps: list[Step] = []
     if has_steps == has_handler:
-        problems.append(Problem(prefix, "a route needs exactly one of 'steps' (a list) or the legacy 'handler'"))
+        problems.append(Problem(prefix, "a route needs exactly one of 'steps' (an array) or the legacy 'handler'"))
     elif has_handler:
         handler = raw["handler"]
         body = {"handler": handler}
@@ -274,7 +279,10 @@ def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *,
         else:
             if handler["action"] not in LEGACY_ACTIONS:
                 problems.append(
-                    Problem(f"{prefix}.handler.action", f"must be insert, update or delete, got {handler['action']!r}")
+                    Problem(
+                        f"{prefix}.handler.action",
+                        f"must be insert, update or delete, got {json_repr(handler['action'])}",
+                    )
                 )
             if not isinstance(handler["collection"], str) or not NAME.match(handler["collection"]):
                 problems.append(Problem(f"{prefix}.handler.collection", bad_name("a collection name")))
@@ -329,13 +337,13 @@ def _schema_ok(schema: Any, path: str, limits: Limits, problems: list[Problem]) 
 
 
 def json_type(value: Any) -> str:
+    """A JSON value's type in JSON's words, with its article: "an object", "an array", "the boolean true"."""
     if isinstance(value, bool):
         return f"the boolean {str(value).lower()}"
     if value is None:
         return "null"
-    return {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number"}.get(
-        type(value), type(value).__name__
-    )
+    name = type_name(value)
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 def parse_steps(
@@ -352,7 +360,7 @@ def parse_steps(
     """Parse and compile a route's steps (or a for_each's: `at` is where they are, `bound` the names bound
     around them), appending every problem found."""
     if not isinstance(raw_steps, list) or not raw_steps:
-        problems.append(Problem(f"{prefix}.steps", "must be a non-empty list of steps"))
+        problems.append(Problem(f"{prefix}.steps", "must be a non-empty array of steps"))
         return []
     if len(raw_steps) > limits.steps_per_route:
         problems.append(
@@ -396,7 +404,7 @@ def _parse_step(
 ) -> Step | None:
     """The step envelope (one kind's key, `as` and `when`); the kind parses its own body."""
     if not isinstance(raw, dict):
-        problems.append(Problem(path, f'a step must be an object such as {{"get": {{...}}}}, got {type_name(raw)}'))
+        problems.append(Problem(path, f'a step must be an object such as {{"get": {{...}}}}, got {json_type(raw)}'))
         return None
     ops = [key for key in raw if key in STEP_KINDS]
     unknown = sorted(set(raw) - set(STEP_KINDS) - {"as", "when"})

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from apps_registry.values import json_repr
+
 HINT_KEYS = ("title", "view", "columns", "start", "form")
 VIEWS = ("table", "fields", "figure")
 MAX_TITLE = 100
@@ -50,7 +52,7 @@ def hint_problems(definition: Any) -> list[dict[str, str]]:
         if "form" in route and kind != "mutation":
             problem("form", "is a hint for mutation routes only")
         if "view" in route and route["view"] not in VIEWS:
-            problem("view", f"must be one of {', '.join(VIEWS)}, got {route['view']!r}")
+            problem("view", f"must be one of {', '.join(VIEWS)}, got {json_repr(route['view'])}")
         if "columns" in route:
             problems.extend(_column_problems(route["columns"], f"{path}.columns"))
         if "start" in route:
@@ -70,7 +72,7 @@ def hint_problems(definition: Any) -> list[dict[str, str]]:
 
 def _column_problems(columns: Any, path: str) -> list[dict[str, str]]:
     if not isinstance(columns, list) or not columns or len(columns) > MAX_COLUMNS:
-        return [{"path": path, "message": f"must be a list of 1 to {MAX_COLUMNS} columns"}]
+        return [{"path": path, "message": f"must be an array of 1 to {MAX_COLUMNS} columns"}]
     problems = []
     seen: set[str] = set()
     for index, column in enumerate(columns):

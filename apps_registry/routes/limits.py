@@ -57,6 +57,26 @@ class Limits:
         100_000, "CHARMING_ROUTES_MAX_RECORDS_PER_APP", "records one app may hold across all its collections"
     )
     routes_per_app: int = _limit(100, "CHARMING_ROUTES_MAX_ROUTES", "routes in one app definition")
+    test_generated_records: int = _limit(
+        5000,
+        "CHARMING_ROUTES_MAX_TEST_GENERATED_RECORDS",
+        "records one author test may generate (its `generate` counts)",
+    )
+    generated_records: int = _limit(
+        20_000,
+        "CHARMING_ROUTES_MAX_GENERATED_RECORDS",
+        "records the author tests of one definition may generate together (made and inserted on every save)",
+    )
+    generated_bytes: int = _limit(
+        8_388_608,
+        "CHARMING_ROUTES_MAX_GENERATED_BYTES",
+        "bytes of compact JSON the generated records of one definition's tests may hold together",
+    )
+    generated_expression_chars: int = _limit(
+        10_000_000,
+        "CHARMING_ROUTES_MAX_GENERATED_EXPRESSION_CHARS",
+        "characters of CEL one definition's generated records evaluate together (each expression once a record)",
+    )
     indexes_per_app: int = _limit(
         10, "CHARMING_ROUTES_MAX_INDEXES", "indexes one app definition declares across all its collections"
     )

@@ -37,7 +37,7 @@ from apps_registry.routes.authortests import AuthorTest, TestResult, failure_sum
 from apps_registry.routes.compiler import DefinitionParts, check_definition, compile_parts
 from apps_registry.routes.limits import Limits, current_limits
 from apps_registry.routes.runtime import run_route
-from apps_registry.routes.storage import SqlStore
+from apps_registry.routes.scratch import ScratchSqlStore
 from apps_registry.services.apps import app_create
 from apps_registry.services.collection_indexes import collection_indexes_enqueue, declared_index_keys
 from apps_registry.services.record_migrations import MigrationOutcome, migration_check, record_migration_start
@@ -161,7 +161,7 @@ def definition_save(
                 app=app, storage_id=Storage.objects.get(app=app).id, version=version, migration=migration, spec=migrate
             )
         Advisory.objects.filter(app=app, kind__in=AUTHORING_KINDS).delete()
-        drafts = authoring_advisories(parts, limits) + tests_advisories(results)
+        drafts = authoring_advisories(parts, limits) + tests_advisories(results, saved=True)
         drafts += unindexed_advisories(parts, limits, records_held=_records_held(app))
         Advisory.objects.bulk_create(
             Advisory(
@@ -211,7 +211,9 @@ def definition_dry_run(*, actor: Any, definition: Any) -> CheckedDefinition:
     limits = current_limits()
     results = tests_run(parts=parts, actor=actor, role="owner", app_id=str(uuid.uuid4()), limits=limits)
     return CheckedDefinition(
-        problems=[], advisories=authoring_advisories(parts, limits) + tests_advisories(results), tests=results
+        problems=[],
+        advisories=authoring_advisories(parts, limits) + tests_advisories(results, saved=False),
+        tests=results,
     )
 
 
@@ -224,17 +226,17 @@ def tests_run(*, parts: DefinitionParts, actor: Any, role: str, app_id: str, lim
     caller = {"id": str(actor.pk), "role": role}
 
     @contextmanager
-    def scratch() -> Iterator[SqlStore]:
+    def scratch() -> Iterator[ScratchSqlStore]:
         with transaction.atomic():
             storage = Storage.objects.create(
                 app=None, app_uuid=uuid.UUID(app_id), app_name="(author tests)", detached_at=timezone.now()
             )
             try:
-                yield SqlStore(storage_id=storage.id, max_bytes=limits.record_bytes)
+                yield ScratchSqlStore(storage_id=storage.id, max_bytes=limits.record_bytes)
             finally:
                 transaction.set_rollback(True)
 
-    def run(store: SqlStore, test: AuthorTest) -> Any:
+    def run(store: ScratchSqlStore, test: AuthorTest) -> Any:
         return run_route(
             compiled[test.route], params=test.params, caller=caller, app_id=app_id, store=store, limits=limits
         )
@@ -242,22 +244,34 @@ def tests_run(*, parts: DefinitionParts, actor: Any, role: str, app_id: str, lim
     return [run_test(test, scratch=scratch, run=run) for test in parts.tests]
 
 
-def tests_advisories(results: list[TestResult]) -> list[AdvisoryDraft]:
+def tests_advisories(results: list[TestResult], *, saved: bool) -> list[AdvisoryDraft]:
+    """The `failing-tests` advisory: of an app saved with allow_failing_tests (`saved`), or of a definition
+    only checked (check_app), which is worded as what a save would do, since nothing was written."""
     failing = [r for r in results if not r.passed]
     if not failing:
         return []
+    # Test names only: every member sees advisories, while what a test sends and expects is the
+    # definition's (authors read it with check_app or get_app_source).
+    names = f"{', '.join(repr(clip(r.name, 100)) for r in failing[:5])}" + (
+        f" and {len(failing) - 5} more" if len(failing) > 5 else ""
+    )
+    if saved:
+        summary = (
+            f"{len(failing)} of {len(results)} test(s) of this app's definition fail (it was saved with "
+            f"allow_failing_tests): {names}. Run check_app for what each got; fix the routes or the tests and "
+            "save again."
+        )
+    else:
+        summary = (
+            f"{len(failing)} of {len(results)} test(s) of this definition fail: {names}. create_app and "
+            "update_app refuse it until they pass (or take it with allow_failing_tests, and the app keeps this "
+            "advisory); fix the routes or the tests."
+        )
     return [
         AdvisoryDraft(
             kind="failing-tests",
             severity="warn",
-            summary=(
-                # Test names only: every member sees advisories, while what a test sends and expects is the
-                # definition's (authors read it with check_app or get_app_source).
-                f"{len(failing)} of {len(results)} test(s) of this app's definition fail (it was saved with "
-                f"allow_failing_tests): {', '.join(repr(clip(r.name, 100)) for r in failing[:5])}"
-                f"{f' and {len(failing) - 5} more' if len(failing) > 5 else ''}. Run check_app for what each got; "
-                "fix the routes or the tests and save again."
-            ),
+            summary=summary,
             user_summary="Some of this app's own checks fail; it may not work as intended.",
             data={"failing": [r.name for r in failing]},
         )

@@ -189,8 +189,15 @@ async def handle_check(call: ToolCall) -> ToolResult:
         lines = [f"The definition has {len(value['problems'])} problem(s); fix every one:"]
         lines += [f"- {p['path']}: {p['message']}" for p in value["problems"]]
     else:
-        lines = ["The definition is valid." + (" Every test passed." if value["passed"] else "")]
+        # check_app writes nothing: its text says what create_app / update_app would do, never "saved".
         failing = [t for t in value["tests"] if not t["passed"]]
+        if failing:
+            lines = [
+                f"The definition is valid, but {len(failing)} of {len(value['tests'])} test(s) fail: create_app and "
+                "update_app refuse it until they pass (or take it with allow_failing_tests)."
+            ]
+        else:
+            lines = ["The definition is valid" + (" and every test passed" if value["tests"] else "") + "."]
         lines += [f"- FAILED '{t['name']}' ({t['route']}): {' and '.join(t['failures'])}" for t in failing]
         if not value["tests"]:
             lines.append(f"It has no tests; add some (see {GUIDE_URI}).")

@@ -18,8 +18,11 @@ def example(name: str) -> dict[str, Any]:
     return json.loads((EXAMPLES / f"{name}.json").read_text())
 
 
-def one_route_app(owner, steps: list[Any], *, kind: str = "mutation", output: Any = None, input_schema=None, **extra):
-    """An app with a single route 'r' (plus any extra routes) and the collections 'items' and 'counters'."""
+def one_route_app(
+    owner, steps: list[Any], *, kind: str = "mutation", output: Any = None, input_schema=None, tests=None, **extra
+):
+    """An app with a single route 'r' (plus any extra routes) and the collections 'items' and 'counters'; with
+    `tests`, its definition carries them (so no route of it raises the untested-route advisory)."""
     route: dict[str, Any] = {"kind": kind, "steps": steps}
     if input_schema is not None:
         route["input"] = input_schema
@@ -30,6 +33,8 @@ def one_route_app(owner, steps: list[Any], *, kind: str = "mutation", output: An
         "collections": {"items": {}, "counters": {}},
         "routes": {"r": route, **copy.deepcopy(extra)},
     }
+    if tests is not None:
+        definition["tests"] = tests
     return app_definition_save(actor=owner, definition=definition)
 
 

@@ -61,8 +61,11 @@ def test_a_viewer_cannot_mutate(api, budget, other_user):
     ("body", "path", "message"),
     [
         ([1], "$", "Send a JSON object"),
-        ({"params": [1]}, "$.params", "'params' must be a JSON object"),
+        ({"params": [1]}, "$.params", "'params' must be a JSON object matching the route's input schema, got array."),
+        ({"params": "x"}, "$.params", "'params' must be a JSON object matching the route's input schema, got string."),
         ({"kind": "delete"}, "$.kind", "'kind' must be 'mutation' or 'query', got 'delete'."),
+        ({"kind": None}, "$.kind", "'kind' must be 'mutation' or 'query', got null."),
+        ({"kind": True}, "$.kind", "'kind' must be 'mutation' or 'query', got true."),
         ({"param": {}}, "$.param", "Unknown field(s) 'param'"),
     ],
 )
@@ -72,6 +75,8 @@ def test_a_malformed_body_is_invalid_input(api, budget, body, path, message):
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["kind"] == "invalid_input" and error["message"].startswith(message)
+    if path != "$" and not message.startswith("Unknown"):
+        assert error["errors"][0]["message"] == message
     assert error["errors"][0]["path"] == path
 
 

@@ -39,7 +39,7 @@ def test_good_hints_have_no_problems():
         ({"summary": {"view": "chart"}}, "$.routes.summary.view", "must be one of table, fields, figure, got 'chart'"),
         ({"add_expense": {"view": "table"}}, "$.routes.add_expense.view", "is a hint for query routes only"),
         ({"summary": {"form": False}}, "$.routes.summary.form", "is a hint for mutation routes only"),
-        ({"list_expenses": {"columns": []}}, "$.routes.list_expenses.columns", "must be a list of 1 to 50 columns"),
+        ({"list_expenses": {"columns": []}}, "$.routes.list_expenses.columns", "must be an array of 1 to 50 columns"),
         (
             {"list_expenses": {"columns": ["id", "id"]}},
             "$.routes.list_expenses.columns[1]",

@@ -85,6 +85,19 @@ def test_allow_failing_tests_saves_with_a_warn_advisory(user):
     assert not Advisory.objects.filter(app=fixed.app, kind="failing-tests").exists()
 
 
+def test_a_check_with_failing_tests_words_its_advisory_as_what_a_save_would_do_and_saves_nothing(user):
+    definition = with_tests({"name": "wrong", "route": "list_logs", "expect": {"error": "handler_error"}})
+    checked = definition_dry_run(actor=user, definition=definition)
+    [advisory] = [a for a in checked.advisories if a.kind == "failing-tests"]
+    assert (advisory.severity, advisory.data) == ("warn", {"failing": ["wrong"]})
+    assert advisory.summary == (
+        "1 of 1 test(s) of this definition fail: 'wrong'. create_app and update_app refuse it until they pass "
+        "(or take it with allow_failing_tests, and the app keeps this advisory); fix the routes or the tests."
+    )
+    assert "saved" not in advisory.summary
+    assert not App.objects.exists() and not Advisory.objects.exists()
+
+
 def test_error_expectations_match_the_kind_and_a_message_fragment(user):
     results = definition_dry_run(
         actor=user,
@@ -177,3 +190,31 @@ def test_problems_in_tests_are_listed_with_their_paths(user):
 )
 def test_expected_values_match_as_patterns(expected, got, result):
     assert matches(expected, got) is result
+
+
+def test_problems_in_tests_quote_values_in_json_words(user):
+    definition = with_tests({"expect": {"value": 1}}, {"route": "list_logs", "expect": {"value": 1}, "records": []})
+    with pytest.raises(InvalidDefinition) as exc:
+        definition_save(actor=user, definition=definition)
+    assert exc.value.kind == "invalid_definition"
+    assert exc.value.errors == [
+        {
+            "path": "tests[0].route",
+            "message": "must name one of the definition's routes (list_logs, log_habit), got null",
+        },
+        {
+            "path": "tests[1].records",
+            "message": 'must be an object mapping collections to arrays of records: {"todos": [{...}]}',
+        },
+    ]
+
+
+@pytest.mark.parametrize("name", ["budget", "todo"])
+def test_both_examples_test_every_route_and_save_with_no_authoring_advisory(user, name):
+    definition = example(name)
+    assert {test["route"] for test in definition["tests"]} == set(definition["routes"])
+    checked = definition_dry_run(actor=user, definition=definition)
+    assert (checked.problems, checked.advisories) == ([], [])
+    assert [(r.name, r.failures) for r in checked.tests if not r.passed] == []
+    saved = definition_save(actor=user, definition=definition)
+    assert not Advisory.objects.filter(app=saved.app).exists()

@@ -59,7 +59,7 @@ ROWS = [
     pytest.param(
         [],
         {},
-        [{"path": "$", "message": "an app definition must be a JSON object, got a list"}],
+        [{"path": "$", "message": "an app definition must be a JSON object, got an array"}],
         id="definition-not-object",
     ),
     pytest.param(
@@ -180,8 +180,32 @@ ROWS = [
     pytest.param(
         route(kind=None),
         {},
-        [{"path": "routes.r.kind", "message": "must be 'query' or 'mutation', got None"}],
+        [{"path": "routes.r.kind", "message": "must be 'query' or 'mutation', got null"}],
         id="missing-kind",
+    ),
+    pytest.param(
+        route(kind=True),
+        {},
+        [{"path": "routes.r.kind", "message": "must be 'query' or 'mutation', got true"}],
+        id="kind-boolean",
+    ),
+    pytest.param(
+        route(kind={"a": [1, None]}),
+        {},
+        [{"path": "routes.r.kind", "message": "must be 'query' or 'mutation', got {\"a\": [1, null]}"}],
+        id="kind-object",
+    ),
+    pytest.param(
+        {**app(), "format": None},
+        {},
+        [{"path": "format", "message": "unsupported format null; this server reads 1"}],
+        id="format-null",
+    ),
+    pytest.param(
+        steps([RETURN]),
+        {},
+        [{"path": "routes.r.steps[0]", "message": 'a step must be an object such as {"get": {...}}, got an array'}],
+        id="step-array",
     ),
     pytest.param(
         route(description=[]),
@@ -203,7 +227,7 @@ ROWS = [
     pytest.param(
         route(input=[]),
         {},
-        [{"path": "routes.r.input", "message": 'must be a JSON Schema object, e.g. {"type": "object"}; got a list'}],
+        [{"path": "routes.r.input", "message": 'must be a JSON Schema object, e.g. {"type": "object"}; got an array'}],
         id="input-list",
     ),
     pytest.param(
@@ -215,7 +239,12 @@ ROWS = [
     pytest.param(
         route(input=3),
         {},
-        [{"path": "routes.r.input", "message": 'must be a JSON Schema object, e.g. {"type": "object"}; got a number'}],
+        [
+            {
+                "path": "routes.r.input",
+                "message": 'must be a JSON Schema object, e.g. {"type": "object"}; got an integer',
+            }
+        ],
         id="input-number",
     ),
     pytest.param(
@@ -250,7 +279,7 @@ ROWS = [
                 "path": "routes.r.input.type",
                 "message": (
                     'params are always a JSON object, so \'input\' must describe one: "type": "object" (got '
-                    "['string', 'null'])"
+                    '["string", "null"])'
                 ),
             }
         ],
@@ -348,7 +377,7 @@ ROWS = [
     pytest.param(
         route(output=[1]),
         {},
-        [{"path": "routes.r.output", "message": 'must be a JSON Schema object, e.g. {"type": "object"}; got a list'}],
+        [{"path": "routes.r.output", "message": 'must be a JSON Schema object, e.g. {"type": "object"}; got an array'}],
         id="output-not-object",
     ),
     pytest.param(
@@ -376,13 +405,13 @@ ROWS = [
     pytest.param(
         route(steps=None),
         {},
-        [{"path": "routes.r", "message": "a route needs exactly one of 'steps' (a list) or the legacy 'handler'"}],
+        [{"path": "routes.r", "message": "a route needs exactly one of 'steps' (an array) or the legacy 'handler'"}],
         id="no-steps-nor-handler",
     ),
     pytest.param(
         route(handler={"action": "insert", "collection": "c"}),
         {},
-        [{"path": "routes.r", "message": "a route needs exactly one of 'steps' (a list) or the legacy 'handler'"}],
+        [{"path": "routes.r", "message": "a route needs exactly one of 'steps' (an array) or the legacy 'handler'"}],
         id="steps-and-handler",
     ),
     pytest.param(
@@ -418,13 +447,13 @@ ROWS = [
     pytest.param(
         route(steps={"return": "1"}),
         {},
-        [{"path": "routes.r.steps", "message": "must be a non-empty list of steps"}],
+        [{"path": "routes.r.steps", "message": "must be a non-empty array of steps"}],
         id="steps-not-list",
     ),
     pytest.param(
         route(steps=[]),
         {},
-        [{"path": "routes.r.steps", "message": "must be a non-empty list of steps"}],
+        [{"path": "routes.r.steps", "message": "must be a non-empty array of steps"}],
         id="steps-empty",
     ),
     pytest.param(
@@ -449,7 +478,7 @@ ROWS = [
     pytest.param(
         steps("get"),
         {},
-        [{"path": "routes.r.steps[0]", "message": 'a step must be an object such as {"get": {...}}, got str'}],
+        [{"path": "routes.r.steps[0]", "message": 'a step must be an object such as {"get": {...}}, got a string'}],
         id="step-not-object",
     ),
     pytest.param(steps({"as": "x"}), {}, [{"path": "routes.r.steps[0]", "message": ONE_OF + "as"}], id="step-no-op"),

@@ -61,6 +61,11 @@ def test_the_database_refuses_a_stale_version_even_past_the_early_check(user, mo
     with pytest.raises(VersionConflict) as exc:
         definition_save(actor=user, definition=example("todo"), app_id=app.id, expected_version=1)
     assert exc.value.details == {"expected_version": 1, "current_version": 2}
+    assert (exc.value.kind, exc.value.message) == (
+        "conflict",
+        "expected_version 1 is stale: app 'To-do' is at version 2 (saved since you read it); nothing was saved. "
+        "Read the app's definition again and apply your change to version 2, then save it with expected_version 2.",
+    )
     assert AppVersion.objects.filter(app=app).count() == 2
 
 

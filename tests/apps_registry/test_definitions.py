@@ -9,7 +9,13 @@ import pytest
 from apps_registry.access import membership_set
 from apps_registry.exceptions import Forbidden, InvalidDefinition, NotFound
 from apps_registry.models import Advisory, App, Role, Route
-from apps_registry.services.definitions import app_definition_clear, app_definition_export, app_definition_save
+from apps_registry.services.definitions import (
+    app_definition_clear,
+    app_definition_export,
+    app_definition_save,
+    definition_dry_run,
+    definition_save,
+)
 from tests.apps_registry.route_helpers import example, records, run
 from tests.factories import AdvisoryFactory
 from tests.messages import app_not_found_match
@@ -77,7 +83,7 @@ def test_a_definition_with_problems_is_refused_whole_listing_every_problem(user)
             "increment works on a top-level field",
         ),
         ([{"fail": {"message": "'x'"}, "as": "y"}], "routes.r.steps[0].as", "a fail step binds nothing"),
-        ([], "routes.r.steps", "must be a non-empty list of steps"),
+        ([], "routes.r.steps", "must be a non-empty array of steps"),
     ],
 )
 def test_step_problems_are_reported_with_their_path(user, steps, path, message):
@@ -197,6 +203,7 @@ def test_saving_computes_each_authoring_advisory(user):
         "missing-output-schema",
         "unbounded-find",
         "unknown-collection",
+        "untested-route",  # SLOPPY has no tests: one per route (test_a_route_no_test_calls_gets_an_info_advisory...)
         "unused-binding",
     ]
     legacy = advisories["legacy-bridge"]
@@ -214,7 +221,36 @@ def test_saving_computes_each_authoring_advisory(user):
     assert "'notse'" in advisories["unknown-collection"].summary
     assert advisories["unused-binding"].data == {"route": "all_notes", "step": 0, "name": "unused"}
     assert advisories["unused-binding"].severity == "info"
-    assert all(a.user_summary and a.doc_url == "docs/authoring.md#advisories" for a in advisories.values())
+    assert all(a.doc_url == "docs/authoring.md#advisories" for a in advisories.values())
+    # Every kind speaks to the app's users too, except untested-route: it changes nothing for them.
+    assert all(a.user_summary for kind, a in advisories.items() if kind != "untested-route")
+
+
+UNTESTED = (
+    "Route '{route}' has no test: no entry of the definition's 'tests' calls it, so a save cannot tell whether it "
+    'still works. Add one to \'tests\': {{"route": "{route}", "params": {{...}}, "expect": {{"value": ...}}}} '
+    '(or "expect": {{"error": "<kind>"}}){writes}.'
+)
+
+
+def test_a_route_no_test_calls_gets_an_info_advisory_naming_it_and_how_to_add_one(user):
+    definition = copy.deepcopy(SLOPPY)
+    definition["routes"]["add_note"] = {"kind": "mutation", "steps": [{"return": "1"}], "output": {"type": "integer"}}
+    definition["tests"] = [{"route": "add_note", "expect": {"error": "handler_error"}}]  # fails: still a test of it
+    saved = definition_save(actor=user, definition=definition, allow_failing_tests=True)
+    untested = list(Advisory.objects.filter(app=saved.app, kind="untested-route"))
+    assert [(a.severity, a.data, a.user_summary) for a in untested] == [("info", {"route": "all_notes"}, "")]
+    assert untested[0].summary == UNTESTED.format(route="all_notes", writes="")
+
+    checked = definition_dry_run(actor=user, definition=SLOPPY).advisories
+    assert [a.summary for a in checked if a.kind == "untested-route"] == [
+        UNTESTED.format(route="add_note", writes=" and records_after for the records it writes"),
+        UNTESTED.format(route="all_notes", writes=""),
+    ]
+
+    definition["tests"].append({"route": "all_notes", "expect": {"value": []}})
+    definition_save(actor=user, definition=definition, app_id=saved.app.id, allow_failing_tests=True)
+    assert not Advisory.objects.filter(app=saved.app, kind="untested-route").exists()
 
 
 def test_saving_again_replaces_authoring_advisories_and_keeps_other_kinds(user):

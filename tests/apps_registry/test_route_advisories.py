@@ -20,11 +20,14 @@ from tests.factories import AdvisoryFactory, FeedbackFactory
 pytestmark = pytest.mark.django_db
 
 INSERT = [{"insert": {"collection": "items", "value": "{'n': 1}"}}, {"return": "true"}]
+# The apps here carry a test of their route, so their save raises no authoring advisory (not even untested-route):
+# every advisory a result carries is one a test made.
+TESTED = [{"route": "r", "expect": {"value": True}}]
 
 
 @pytest.fixture
 def app(user):
-    return one_route_app(user, INSERT, output={"type": "boolean"})
+    return one_route_app(user, INSERT, output={"type": "boolean"}, tests=TESTED)
 
 
 def call(user, app, kind="mutation"):
@@ -99,7 +102,13 @@ def test_an_answer_to_the_callers_feedback_is_delivered_once_with_the_result(use
 
 
 def test_a_query_carries_the_advisories_too(user, staff):
-    app = one_route_app(user, [{"return": "1"}], kind="query", output={"type": "integer"})
+    app = one_route_app(
+        user,
+        [{"return": "1"}],
+        kind="query",
+        output={"type": "integer"},
+        tests=[{"route": "r", "expect": {"value": 1}}],
+    )
     AdvisoryFactory(app=app, summary="Query note")
     feedback_respond(staff=staff, feedback=FeedbackFactory(app=app, author=user), body="Seen.")
 
@@ -113,7 +122,7 @@ def test_a_query_carries_the_advisories_too(user, staff):
 def test_a_database_error_reading_advisories_does_not_undo_the_mutation(user, staff, monkeypatch, broken):
     """Finding 4 with the read inside the mutation's transaction: it runs in a savepoint, so even a statement
     the database refuses (which on PostgreSQL aborts the transaction) leaves the mutation to commit."""
-    app = one_route_app(user, INSERT, output={"type": "boolean"})
+    app = one_route_app(user, INSERT, output={"type": "boolean"}, tests=TESTED)
     AdvisoryFactory(app=app, summary="Note")
     feedback_respond(staff=staff, feedback=FeedbackFactory(app=app, author=user), body="Answer")
 
@@ -139,7 +148,7 @@ def test_advisories_are_not_read_unless_asked_for(user, app):
 def test_the_snapshot_stays_within_its_bound_and_every_result_keeps_its_advisories(user, monkeypatch):
     monkeypatch.setattr(advisories_service, "SNAPSHOT_APPS", 2)
     monkeypatch.setattr(advisories_service, "_SNAPSHOTS", {})
-    apps = [one_route_app(user, INSERT, output={"type": "boolean"}) for _ in range(3)]
+    apps = [one_route_app(user, INSERT, output={"type": "boolean"}, tests=TESTED) for _ in range(3)]
     for n, app in enumerate(apps):
         AdvisoryFactory(app=app, summary=f"Note {n}")
 

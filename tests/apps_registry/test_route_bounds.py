@@ -572,7 +572,7 @@ def test_a_deeply_nested_input_schema_is_refused_with_its_path(user, settings):
         ("input", True, "the boolean true"),
         ("input", False, "the boolean false"),
         ("output", True, "the boolean true"),
-        ("output", [], "a list"),
+        ("output", [], "an array"),
     ],
 )
 def test_a_route_schema_must_be_a_json_object(user, key, value, shown):

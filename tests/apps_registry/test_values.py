@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from apps_registry.values import clip, clip_repr, first_problems, parse_uuid, type_name
+from apps_registry.values import clip, clip_repr, first_problems, json_repr, parse_uuid, type_name
 
 
 def test_parse_uuid_reads_uuids_and_refuses_anything_else() -> None:
@@ -33,6 +33,28 @@ def test_clip_bounds_text_and_marks_the_cut() -> None:
 )
 def test_type_name_uses_json_names(value: object, name: str) -> None:
     assert type_name(value) == name
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, "null"),
+        (True, "true"),
+        (False, "false"),
+        (3, "3"),
+        (1.5, "1.5"),
+        ([1, "a"], '[1, "a"]'),
+        ({"a": None}, '{"a": null}'),
+        ("report", "'report'"),
+    ],
+)
+def test_json_repr_quotes_a_value_in_json_words_not_python_ones(value: object, shown: str) -> None:
+    assert json_repr(value) == shown
+
+
+def test_json_repr_clips_long_values() -> None:
+    assert json_repr("z" * 500, 20) == repr("z" * 20) + "…"
+    assert json_repr(list(range(1000)), 20) == "[0, 1, 2, 3, 4, 5, 6,…"
 
 
 def test_first_problems_lists_three_and_counts_the_rest() -> None:

@@ -155,7 +155,10 @@ async def session(live, alice, mode):
             )
         assert stale["error"]["kind"] == "conflict"
         assert stale["error"]["details"] == {"expected_version": 1, "current_version": 2}
-        assert "is at version 2, not 1" in stale["error"]["message"]
+        assert stale["error"]["message"].startswith(
+            "expected_version 1 is stale: app 'Habits' is at version 2 (saved since you read it); nothing was saved. "
+            "Re-read it with get_app_source and apply your change to version 2,"
+        )
 
         # A broken test is refused, with expected vs got; nothing is saved.
         broken = copy.deepcopy(edited)

@@ -130,9 +130,11 @@ def test_a_stale_restore_is_a_conflict_and_an_old_version_can_be_read(live, alic
     )
     assert stale["error"]["kind"] == "conflict"
     assert stale["error"]["message"] == (
-        "App 'Habit log' is at version 2, not 1: it was saved since you read it. Nothing was saved. Read the current "
-        "definition, apply your change to it, and save again with expected_version 2."
+        "expected_version 1 is stale: app 'Habit log' is at version 2 (saved since you read it); nothing was saved. "
+        "Re-read it with get_app_source and apply your change to version 2, then call update_app with "
+        "expected_version 2."
     )
+    assert stale["error"]["details"] == {"expected_version": 1, "current_version": 2}
     old = call(live, alice, mode, "get_app_source", {"app_id": str(habits.id), "version": 1})["value"]
     assert (old["version"], old["current_version"], old["definition"]["name"]) == (1, 2, "Habits")
 
@@ -154,6 +156,26 @@ def test_check_app_lists_problems_and_test_results_and_saves_nothing(live, alice
     assert not App.objects.exists() and not Advisory.objects.exists()
     malformed = call(live, alice, mode, "check_app", {})
     assert malformed["error"]["errors"] == [{"path": "$.definition", "message": "is required"}]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_check_app_with_failing_tests_says_what_a_save_would_do_and_never_that_it_saved(live, alice, mode):
+    definition = copy.deepcopy(HABITS)
+    definition["tests"][0]["expect"] = {"value": {"habit": "write"}}
+    result = call_tool(live, alice, mode, "check_app", {"definition": definition})
+    value = checked("check_app", result)["value"]
+    assert (value["valid"], value["passed"]) == (True, False)
+    text = text_of(result)
+    assert text.startswith(
+        "The definition is valid, but 1 of 3 test(s) fail: create_app and update_app refuse it until they pass "
+        "(or take it with allow_failing_tests).\n- FAILED 'logs a habit' (log_habit): expected the value "
+    )
+    assert "saved" not in text
+    assert [a["kind"] for a in value["advisories"]] == ["failing-tests"]
+    assert not App.objects.exists() and not Advisory.objects.exists()
+    passing = text_of(call_tool(live, alice, mode, "check_app", {"definition": HABITS}))
+    assert passing.startswith("The definition is valid and every test passed.")
+    assert "saved" not in passing
 
 
 async def _guide_and_prompt(live, alice, mode):

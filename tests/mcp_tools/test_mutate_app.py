@@ -83,6 +83,25 @@ DEFINITION = {
             "steps": [{"count": {"collection": "expenses"}, "as": "n"}, {"return": "{'n': n}"}],
         },
     },
+    # A test per route, so saving this app raises no authoring advisory: the advisories a result here carries are
+    # the ones a test made.
+    "tests": [
+        {
+            "route": "add_expense",
+            "params": {"amount": 12.5, "category": "food"},
+            "expect": {"value": {}},
+            "records_after": {"expenses": [{"amount": 12.5, "category": "food"}]},
+        },
+        {
+            "route": "rename_expense",
+            "params": {"id": "e1", "category": "tea"},
+            "records": {"expenses": [{"id": "e1", "amount": 1.0, "category": "food"}]},
+            "expect": {"value": {}},
+            "records_after": {"expenses": [{"id": "e1", "category": "tea"}]},
+        },
+        {"route": "broken", "expect": {"error": "invalid_output"}},
+        {"route": "count_expenses", "records": {"expenses": [{"amount": 1.0}]}, "expect": {"value": {"n": 1}}},
+    ],
 }
 
 
