@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from apps_registry.cursors import cursor_make, cursor_read, items_within_budget
@@ -19,7 +20,7 @@ from apps_registry.routes.dates import BUCKETS, zone
 from apps_registry.routes.expressions import Expr, to_json
 from apps_registry.routes.limits import limit_details
 from apps_registry.routes.store import Group, Measure, Where
-from apps_registry.values import clip
+from apps_registry.values import clip, json_repr, type_name
 
 if TYPE_CHECKING:
     from apps_registry.routes.advisories import AdvisoryDraft
@@ -36,10 +37,6 @@ FAIL_MESSAGE_CHARS = 2000
 
 def bad_name(what: str) -> str:
     return f"must be {what}: letters, digits and underscores, not starting with a digit, at most 100 characters"
-
-
-def type_name(value: Any) -> str:
-    return type(value).__name__
 
 
 # --- the compiled form ----------------------------------------------------------------------
@@ -217,7 +214,7 @@ class FindStep(StepKind):
         at a record boundary once the items' JSON passes the tool result budget (at least one record)."""
         assert step.collection is not None
         if limit < 1:
-            raise wrong(step, call, "find.limit", "a positive int (the page size of a paged find)", limit)
+            raise wrong(step, call, "find.limit", "a positive integer (the page size of a paged find)", limit)
         token = step.exprs["cursor"].evaluate(call)
         if token is not None and not isinstance(token, str):
             raise wrong(step, call, "find.cursor", "a string (a next_cursor this find returned) or null", token)
@@ -365,7 +362,7 @@ class ForEachStep(StepKind):
         assert step.item_name is not None
         items = json_value(step, call, "for_each.in", step.exprs["in"].evaluate(call))
         if not isinstance(items, list):
-            raise wrong(step, call, "for_each.in", "a list", items)
+            raise wrong(step, call, "for_each.in", "an array", items)
         cap = call.budget.limits.for_each_items
         if len(items) > cap:
             raise OperationFailed(
@@ -407,7 +404,7 @@ class InsertStep(StepKind):
         elif new_id is not None and not isinstance(new_id, str):
             new_id = str(new_id) if isinstance(new_id, int) and not isinstance(new_id, bool) else None
             if new_id is None:
-                raise wrong(step, call, "insert.value.id", "a string or an int", data.get("id"))
+                raise wrong(step, call, "insert.value.id", "a string or an integer", data.get("id"))
         return call.store.insert(step.collection, new_id, data)
 
 
@@ -461,7 +458,7 @@ class IncrementStep(StepKind):
         if "by" in step.exprs:
             by = step.exprs["by"].evaluate(call)
             if not isinstance(by, (int, float)) or isinstance(by, bool) or not math.isfinite(by):
-                raise wrong(step, call, "increment.by", "a finite int or double", by)
+                raise wrong(step, call, "increment.by", "a finite number", by)
         return call.store.increment(step.collection, target, step.field_path[0], by, reread=step.as_name is not None)
 
 
@@ -475,7 +472,7 @@ class FailStep(StepKind):
         if when is not None:
             condition = when.evaluate(call)
             if not isinstance(condition, bool):
-                raise wrong(step, call, "fail.when", "a bool", condition)
+                raise wrong(step, call, "fail.when", "a boolean", condition)
             if not condition:
                 return None
         budget = call.budget
@@ -489,7 +486,7 @@ class FailStep(StepKind):
             budget.check(details, f"{step.at}.fail.details")
             details = json_value(step, call, "fail.details", details)
         if details is not None and not isinstance(details, dict):
-            raise wrong(step, call, "fail.details", "a map", details)
+            raise wrong(step, call, "fail.details", "an object", details)
         text = message if isinstance(message, str) else str(message)
         raise HandlerError(clip(text, FAIL_MESSAGE_CHARS), details=details)
 
@@ -540,7 +537,7 @@ def run_steps(steps: list[Step], call: Call) -> Any:
         if step.when is not None:
             condition = step.when.evaluate(call)
             if not isinstance(condition, bool):
-                raise wrong(step, call, "when", "a bool", condition)
+                raise wrong(step, call, "when", "a boolean", condition)
             if not condition:
                 if step.as_name:
                     values[step.as_name] = None
@@ -604,12 +601,12 @@ def _parse_where(step: Step, key: str, spec: Key, value: Any, path: str, where: 
 def _parse_order_by(step: Step, key: str, spec: Key, value: Any, path: str, where: str, parser: StepParser) -> None:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not items:
-        parser.problem(path, "must be a field name, '-field' for descending, or a list of them")
+        parser.problem(path, "must be a field name, '-field' for descending, or an array of them")
         return
     for item in items:
         name = item[1:] if isinstance(item, str) and item.startswith("-") else item
         if not isinstance(name, str) or not FIELD_PATH.match(name):
-            parser.problem(path, f"{item!r} is not a field name (use 'amount' or '-amount')")
+            parser.problem(path, f"{json_repr(item)} is not a field name (use 'amount' or '-amount')")
             continue
         step.order_by.append((tuple(name.split(".")), item.startswith("-")))
 
@@ -711,20 +708,22 @@ def wrong(step: Step, call: Call, where: str, expected: str, got: Any) -> Handle
 
 
 def _cel_shown(value: Any) -> str:
-    """The value's CEL type, and a number's value too: "a non-negative int, got int -1", not "got int"."""
+    """The value's JSON type, and a number's value too: "a non-negative integer, got integer -1", not "got integer"."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{_cel_type(value)} {clip(value, 40)}"
     return _cel_type(value)
 
 
 def _cel_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if value is None:
-        return "null"
-    return {int: "int", float: "double", str: "string", dict: "map", list: "list"}.get(
-        type(value), type(value).__name__
-    )
+    """A value's type in JSON's words (what the caller and the author's schemas call it); CEL's own values
+    that JSON has no type for by their CEL names."""
+    if isinstance(value, (datetime, date)):
+        return "timestamp"
+    if isinstance(value, timedelta):
+        return "duration"
+    if isinstance(value, bytes):
+        return "bytes"
+    return type_name(value)
 
 
 def json_value(step: Step, call: Call, where: str, value: Any) -> Any:
@@ -744,7 +743,7 @@ def row_limit(step: Step, call: Call) -> int | None:
         return None
     value = step.exprs["limit"].evaluate(call)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise wrong(step, call, f"{step.op}.limit", "a non-negative int", value)
+        raise wrong(step, call, f"{step.op}.limit", "a non-negative integer", value)
     return value
 
 
@@ -765,13 +764,13 @@ def record_id(step: Step, call: Call, key: str = "id") -> str:
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    raise wrong(step, call, f"{step.op}.{key}", "a non-empty string (at most 200 characters) or an int", value)
+    raise wrong(step, call, f"{step.op}.{key}", "a non-empty string (at most 200 characters) or an integer", value)
 
 
 def record_value(step: Step, call: Call) -> dict[str, Any]:
     value = json_value(step, call, f"{step.op}.value", step.exprs["value"].evaluate(call))
     if not isinstance(value, dict):
-        raise wrong(step, call, f"{step.op}.value", "a map", value)
+        raise wrong(step, call, f"{step.op}.value", "an object", value)
     return value
 
 
@@ -800,7 +799,7 @@ def where_values(step: Step, call: Call) -> Where:
         value = json_value(step, call, at, condition.expr.evaluate(call))
         values = value if condition.op == "in" else [value]
         if condition.op == "in" and not isinstance(value, list):
-            raise wrong(step, call, at, "a list", value)
+            raise wrong(step, call, at, "an array", value)
         cap = call.budget.limits.in_values
         if condition.op == "in" and len(value) > cap:
             raise OperationFailed(
@@ -810,7 +809,9 @@ def where_values(step: Step, call: Call) -> Where:
             )
         if condition.path == ("id",):
             if any(not _is_id(v) for v in values):
-                expected = "a list of strings or ints (record ids)" if condition.op == "in" else "a string or an int"
+                expected = (
+                    "an array of strings or integers (record ids)" if condition.op == "in" else "a string or an integer"
+                )
                 raise wrong(step, call, at, expected, value if condition.op != "in" else _first_bad(values, _is_id))
             value = [str(v) for v in value] if condition.op == "in" else str(value)
         elif condition.op in ("gt", "gte", "lt", "lte"):
@@ -818,7 +819,9 @@ def where_values(step: Step, call: Call) -> Where:
                 raise wrong(step, call, at, f"a number or a string to compare with {condition.op}", value)
         elif any(not _is_scalar(v) for v in values):
             expected = (
-                "a list of strings, numbers, bools or nulls" if condition.op == "in" else "a string, number, bool, null"
+                "an array of strings, numbers, booleans or nulls"
+                if condition.op == "in"
+                else "a string, number, boolean or null"
             )
             raise wrong(step, call, at, expected, value if condition.op != "in" else _first_bad(values, _is_scalar))
         where.append((condition.path, condition.op, value))

@@ -633,7 +633,7 @@ ROWS = [
     pytest.param(
         steps({"get": "c"}),
         {},
-        [{"path": "routes.r.steps[0].get", "message": "must be an object with collection, id, default, got str"}],
+        [{"path": "routes.r.steps[0].get", "message": "must be an object with collection, id, default, got string"}],
         id="body-not-object",
     ),
     pytest.param(
@@ -751,7 +751,7 @@ ROWS = [
         [
             {
                 "path": "routes.r.steps[0].find.order_by",
-                "message": "must be a field name, '-field' for descending, or a list of them",
+                "message": "must be a field name, '-field' for descending, or an array of them",
             }
         ],
         id="order-by-empty-list",
@@ -762,7 +762,7 @@ ROWS = [
         [
             {
                 "path": "routes.r.steps[0].find.order_by",
-                "message": "must be a field name, '-field' for descending, or a list of them",
+                "message": "must be a field name, '-field' for descending, or an array of them",
             }
         ],
         id="order-by-not-list",

@@ -145,7 +145,7 @@ def test_find_with_a_negative_limit_fails_naming_the_step():
     with pytest.raises(HandlerError) as exc:
         run(route, MemoryStore())
     assert exc.value.message == (
-        "Route 'r' failed at steps[0].find.limit: the expression must evaluate to a non-negative int, got int -1"
+        "Route 'r' failed at steps[0].find.limit: the expression must evaluate to a non-negative integer, got integer -1"
     )
 
 
@@ -227,7 +227,7 @@ def test_increment_by_a_non_number_fails_naming_the_step():
     with pytest.raises(HandlerError) as exc:
         run(route, MemoryStore(records={"b": {"x": {}}}))
     assert exc.value.message == (
-        "Route 'r' failed at steps[0].increment.by: the expression must evaluate to a finite int or double, got string"
+        "Route 'r' failed at steps[0].increment.by: the expression must evaluate to a finite number, got string"
     )
 
 
@@ -385,33 +385,33 @@ MUST = "the expression must evaluate to"
         # The id was taken out of the value before the check, so the report says null (as it always has).
         (
             [{"insert": {"collection": "e", "value": "{'id': true}"}}],
-            f"steps[0].insert.value.id: {MUST} a string or an int, got null",
+            f"steps[0].insert.value.id: {MUST} a string or an integer, got null",
         ),
-        ([{"fail": {"when": "1", "message": "'x'"}}], f"steps[0].fail.when: {MUST} a bool, got int 1"),
-        ([{"fail": {"message": "'x'", "details": "[1]"}}], f"steps[0].fail.details: {MUST} a map, got list"),
+        ([{"fail": {"when": "1", "message": "'x'"}}], f"steps[0].fail.when: {MUST} a boolean, got integer 1"),
+        ([{"fail": {"message": "'x'", "details": "[1]"}}], f"steps[0].fail.details: {MUST} an object, got array"),
         (
             [{"count": {"collection": "e", "where": {"n": {"in": "1"}}}, "as": "n"}],
-            f"steps[0].count.where.n.in: {MUST} a list, got int 1",
+            f"steps[0].count.where.n.in: {MUST} an array, got integer 1",
         ),
         (
             [{"count": {"collection": "e", "where": {"id": {"in": "[1, true]"}}}, "as": "n"}],
-            f"steps[0].count.where.id.in: {MUST} a list of strings or ints (record ids), got bool",
+            f"steps[0].count.where.id.in: {MUST} an array of strings or integers (record ids), got boolean",
         ),
         (
             [{"count": {"collection": "e", "where": {"n": {"gt": "true"}}}, "as": "n"}],
-            f"steps[0].count.where.n.gt: {MUST} a number or a string to compare with gt, got bool",
+            f"steps[0].count.where.n.gt: {MUST} a number or a string to compare with gt, got boolean",
         ),
         (
             [{"count": {"collection": "e", "where": {"n": "[1]"}}, "as": "n"}],
-            f"steps[0].count.where.n: {MUST} a string, number, bool, null, got list",
+            f"steps[0].count.where.n: {MUST} a string, number, boolean or null, got array",
         ),
         (
             [{"get": {"collection": "e", "id": "true"}, "as": "r"}],
-            f"steps[0].get.id: {MUST} a non-empty string (at most 200 characters) or an int, got bool",
+            f"steps[0].get.id: {MUST} a non-empty string (at most 200 characters) or an integer, got boolean",
         ),
         (
             [{"update": {"collection": "e", "id": "'a'", "value": "[1]"}}],
-            f"steps[0].update.value: {MUST} a map, got list",
+            f"steps[0].update.value: {MUST} an object, got array",
         ),
         (
             [{"return": "1.0 / 0.0"}],

@@ -497,9 +497,9 @@ def test_a_non_finite_double_in_params_is_invalid_input(user):
     ("test", "expected"),
     [
         ({"gt": "null"}, "a number or a string to compare with gt, got null"),
-        ({"lte": "{'a': 1}"}, "a number or a string to compare with lte, got map"),
-        ({"eq": "[1]"}, "a string, number, bool, null, got list"),
-        ({"in": "[1, {'a': 1}]"}, "a list of strings, numbers, bools or nulls, got map"),
+        ({"lte": "{'a': 1}"}, "a number or a string to compare with lte, got object"),
+        ({"eq": "[1]"}, "a string, number, boolean or null, got array"),
+        ({"in": "[1, {'a': 1}]"}, "an array of strings, numbers, booleans or nulls, got object"),
     ],
 )
 def test_a_where_value_of_the_wrong_type_is_a_handler_error_naming_the_field(user, test, expected):
@@ -544,7 +544,7 @@ def test_an_id_condition_of_the_wrong_type_is_a_handler_error(user, source):
         run(user, app, kind="query")
     assert "find" not in exc.value.message
     assert exc.value.message.startswith(
-        "Route 'r' failed at steps[0].count.where.id: the expression must evaluate to a string or an int"
+        "Route 'r' failed at steps[0].count.where.id: the expression must evaluate to a string or an integer"
     )
 
 

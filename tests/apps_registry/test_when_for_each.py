@@ -50,7 +50,7 @@ def test_a_when_that_is_not_a_bool_fails_the_call():
     with pytest.raises(HandlerError) as caught:
         run_memory(route, MemoryStore(), {"n": 1})
     assert caught.value.message == (
-        "Route 'r' failed at steps[0].when: the expression must evaluate to a bool, got int 1"
+        "Route 'r' failed at steps[0].when: the expression must evaluate to a boolean, got integer 1"
     )
 
 
@@ -164,7 +164,7 @@ def test_names_bound_inside_a_pass_stay_inside_it():
         (
             [{"for_each": {"in": "[1]", "as": "x", "steps": []}}],
             "query",
-            [{"path": "routes.r.steps[0].for_each.steps", "message": "must be a non-empty list of steps"}],
+            [{"path": "routes.r.steps[0].for_each.steps", "message": "must be a non-empty array of steps"}],
         ),
         (
             [{"for_each": {"in": "[1]", "as": "x", "steps": [{"insert": {"collection": "c", "value": "{}"}}]}}],
@@ -232,7 +232,7 @@ def test_for_each_over_a_non_list_fails_the_call():
     with pytest.raises(HandlerError) as caught:
         run_memory(route, MemoryStore(), {"x": "abc"})
     assert caught.value.message == (
-        "Route 'r' failed at steps[0].for_each.in: the expression must evaluate to a list, got string"
+        "Route 'r' failed at steps[0].for_each.in: the expression must evaluate to an array, got string"
     )
 
 
@@ -299,6 +299,6 @@ def test_for_each_is_bounded_by_its_limit_and_the_write_limit(user, settings):
 def test_an_invalid_for_each_is_an_invalid_definition_through_the_service(user):
     with pytest.raises(InvalidDefinition) as caught:
         one_route_app(user, [{"for_each": {"in": "params.xs", "as": "x", "steps": "insert"}}])
-    assert {"path": "routes.r.steps[0].for_each.steps", "message": "must be a non-empty list of steps"} in (
+    assert {"path": "routes.r.steps[0].for_each.steps", "message": "must be a non-empty array of steps"} in (
         caught.value.errors
     )
