@@ -70,7 +70,7 @@ class Limits:
         "groups nested inside each other in one pattern (or patternProperties name) of a route's schema",
     )
     schema_expansion: int = _limit(
-        2000,
+        500,
         "CHARMING_ROUTES_MAX_SCHEMA_EXPANSION",
         "subschemas a route's input or output schema applies with every $ref expanded (allOf/anyOf/oneOf included)",
     )

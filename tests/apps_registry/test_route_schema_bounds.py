@@ -114,7 +114,7 @@ def test_refs_that_double_at_each_of_20_levels_are_refused_when_saved_with_the_p
     assert time.perf_counter() - started < 2
     assert [e["path"] for e in errors] == ["routes.q.input"]
     assert errors[0]["message"].startswith(
-        "is too large with its $refs expanded: it applies more than 2000 subschemas at /$defs/d11; the limit is 2000 "
+        "is too large with its $refs expanded: it applies more than 500 subschemas at /$defs/d13; the limit is 500 "
         "(schema_expansion, CHARMING_ROUTES_MAX_SCHEMA_EXPANSION)."
     )
 
@@ -124,7 +124,7 @@ def test_a_schema_that_applies_itself_twice_at_every_level_is_refused():
     schema = {"type": "object", "$defs": {"n": {"allOf": [branch, branch]}}, "properties": {"x": {"$ref": "#/$defs/n"}}}
     (problem,) = schema_problems(schema)
     assert problem.startswith(
-        "is too large with its $refs expanded: it applies more than 2000 subschemas (reaching $.x.x"
+        "is too large with its $refs expanded: it applies more than 500 subschemas (reaching $.x.x"
     )
 
 
