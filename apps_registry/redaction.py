@@ -1,8 +1,9 @@
 """Secrets taken out of what callers and logs are shown: the one place that decides what a secret looks like.
 
 Both error translators (mcp_tools.results, apps_registry.api.errors) pass every error through `redact_error`
-(message, details and errors[] alike) and their log lines through `RedactingFilter`. What is redacted, and how it
-reads, is listed in docs/mcp.md ("Secrets in errors").
+(message, details and errors[] alike) and their log lines through `RedactingFilter`, which settings.LOGGING puts on
+the console handler and `uvicorn_logs_redact` (called by charming.asgi) on uvicorn's access and error handlers. What
+is redacted, and how it reads, is listed in docs/mcp.md ("Secrets in errors").
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ _QUOTED_KEY = re.compile(
 _LONG_RUN = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
 _UUID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 _HEX = re.compile(r"[0-9a-fA-F]+")
+_SEPARATED = re.compile(r"([/_-])")  # split keeping the separators
 _MIN_ENTROPY_BITS = 3.5  # per character; a random base64 token of 32+ characters has about 4.5
 
 
@@ -55,6 +57,14 @@ def _looks_random(run: str) -> bool:
     return mixed and _entropy(run) >= _MIN_ENTROPY_BITS
 
 
+def _redact_piece(piece: str) -> str:
+    """A piece of a run between UUIDs: redacted whole when it looks random; otherwise each part between `/`, `-`
+    and `_` that does on its own (a URL path holding a token, or Django's password-reset token `<ts>-<32 hex>`)."""
+    if _looks_random(piece):
+        return REDACTED
+    return "".join(REDACTED if _looks_random(part) else part for part in _SEPARATED.split(piece))
+
+
 def _redact_run(match: re.Match[str]) -> str:
     """A long run of token characters, with the random parts redacted and any UUIDs in it (ids) kept."""
     run = match.group(0)
@@ -62,7 +72,7 @@ def _redact_run(match: re.Match[str]) -> str:
     pieces = _UUID.split(run)
     shown = ""
     for index, piece in enumerate(pieces):
-        shown += REDACTED if _looks_random(piece) else piece
+        shown += _redact_piece(piece)
         if index < len(ids):
             shown += ids[index]
     return shown
@@ -102,16 +112,51 @@ def redact_error(error: dict[str, Any]) -> dict[str, Any]:
 
 
 class RedactingFilter(logging.Filter):
-    """Redacts a log record's message and its traceback text before any handler formats them."""
+    """Redacts a log record's message and its traceback text before any handler formats them.
+
+    A record whose message holds a secret keeps its argument tuple when redacting each argument suffices (uvicorn's
+    access formatter reads the client, method, path and status from the arguments, not from the message); else the
+    message is replaced by its redacted text and the arguments dropped."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
         except Exception:  # a malformed record is the logging module's to report, not ours
             return True
-        record.msg, record.args = redact(message), None
+        redacted = redact(message)
+        if redacted != message:
+            record.msg, record.args = _redacted_parts(record, redacted)
         if record.exc_info and not record.exc_text:
             record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
         elif record.exc_text:
             record.exc_text = redact(record.exc_text)
         return True
+
+
+def _redacted_parts(record: logging.LogRecord, redacted: str) -> tuple[Any, Any]:
+    """(msg, args) for a record whose message holds a secret."""
+    if isinstance(record.msg, str) and isinstance(record.args, tuple) and record.args:
+        args = tuple(redact(arg) if isinstance(arg, str) else arg for arg in record.args)
+        msg = redact(record.msg)
+        try:
+            again = msg % args
+        except (TypeError, ValueError):
+            again = None
+        if again is not None and redact(again) == again:
+            return msg, args
+    return redacted, None
+
+
+# uvicorn's loggers: it configures them itself, before it loads the application, with handlers of its own that
+# settings.LOGGING does not reach (`uvicorn.access` does not propagate to the root logger).
+UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+
+
+def uvicorn_logs_redact() -> None:
+    """Put the redactor on every handler uvicorn's loggers print through (and on the loggers, for handlers added
+    later), so an access line never shows a secret from a request's path or query. Safe to call again."""
+    for name in UVICORN_LOGGERS:
+        logger = logging.getLogger(name)
+        for holder in (logger, *logger.handlers):
+            if not any(isinstance(existing, RedactingFilter) for existing in holder.filters):
+                holder.addFilter(RedactingFilter())

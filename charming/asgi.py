@@ -9,6 +9,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "charming.settings")
 django_application = get_asgi_application()
 
+from apps_registry.redaction import uvicorn_logs_redact  # noqa: E402 - needs Django set up first
 from mcp_tools.asgi import application_build  # noqa: E402 - needs Django set up first
 
+# uvicorn configured its loggers before loading this module; its access lines (every request's path and query)
+# go through the same redactor as Django's.
+uvicorn_logs_redact()
 application = application_build(django_application)

@@ -193,6 +193,50 @@ LOGGING = {
 # --- Charming ---
 # The URL clients use to reach this server; names the resource in OAuth protected-resource metadata.
 CHARMING_PUBLIC_URL = env.str("CHARMING_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
+
+# --- HTTPS (docs/operations.md, "HTTPS"). Each variable left empty (or `auto`) is on when CHARMING_PUBLIC_URL is
+# https and off for an http one (`make run`, the tests); true or false sets it either way. ---
+_HTTPS = CHARMING_PUBLIC_URL.startswith("https://")
+
+
+def _https_flag(name: str, value: str) -> bool:
+    """An HTTPS variable's value: empty or `auto` follows CHARMING_PUBLIC_URL's scheme, else a boolean."""
+    word = value.strip().lower()
+    if word in ("", "auto"):
+        return _HTTPS
+    if word in ("true", "on", "yes", "1"):
+        return True
+    if word in ("false", "off", "no", "0"):
+        return False
+    raise ImproperlyConfigured(
+        f"{name} must be true, false or empty (auto: on for an https CHARMING_PUBLIC_URL), got {value[:40]!r}."
+    )
+
+
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto: Django sees those requests as https (the redirect
+# below, secure cookies, CSRF on the log-in and consent pages). Only behind a proxy that overwrites that header.
+if _https_flag("DJANGO_SECURE_PROXY_SSL_HEADER", env.str("DJANGO_SECURE_PROXY_SSL_HEADER", default="")):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Pages and the REST API answer a plain-http request with a redirect to https (/mcp is not Django's: the proxy
+# redirects it).
+SECURE_SSL_REDIRECT = _https_flag("DJANGO_SECURE_SSL_REDIRECT", env.str("DJANGO_SECURE_SSL_REDIRECT", default=""))
+# Session and CSRF cookies sent over https only.
+SESSION_COOKIE_SECURE = _https_flag("DJANGO_SESSION_COOKIE_SECURE", env.str("DJANGO_SESSION_COOKIE_SECURE", default=""))
+CSRF_COOKIE_SECURE = _https_flag("DJANGO_CSRF_COOKIE_SECURE", env.str("DJANGO_CSRF_COOKIE_SECURE", default=""))
+# Strict-Transport-Security on https responses: browsers then refuse plain http to this host for that many seconds
+# and cannot be told otherwise until they pass (start small, e.g. 3600, if unsure). Empty: a year for an https
+# CHARMING_PUBLIC_URL, else 0 (no header).
+_hsts_seconds = env.str("DJANGO_SECURE_HSTS_SECONDS", default="").strip()
+if _hsts_seconds and not _hsts_seconds.isdigit():
+    raise ImproperlyConfigured(
+        f"DJANGO_SECURE_HSTS_SECONDS must be a whole number of seconds or empty, got {_hsts_seconds[:40]!r}."
+    )
+SECURE_HSTS_SECONDS = int(_hsts_seconds) if _hsts_seconds else (365 * 24 * 3600 if _HTTPS else 0)
+# The header's includeSubDomains and preload flags (a preload list also needs a submission at hstspreload.org).
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _https_flag(
+    "DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", env.str("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default="")
+)
+SECURE_HSTS_PRELOAD = _https_flag("DJANGO_SECURE_HSTS_PRELOAD", env.str("DJANGO_SECURE_HSTS_PRELOAD", default=""))
 # How long storage detached by delete_app (without purge_storage) is kept before purge_storage removes it.
 CHARMING_STORAGE_RETENTION_DAYS = env.int("CHARMING_STORAGE_RETENTION_DAYS", default=30)
 # Hours a mutation's idempotency key (MCP _meta "io.charming/idempotency-key", REST Idempotency-Key) is remembered:
@@ -249,10 +293,6 @@ CHARMING_OAUTH_REGISTRATIONS_PER_HOUR = env.int("CHARMING_OAUTH_REGISTRATIONS_PE
 # Accept https client_id URLs (Client ID Metadata Documents) and fetch their metadata.
 CHARMING_OAUTH_CIMD_ENABLED = env.bool("CHARMING_OAUTH_CIMD_ENABLED", default=True)
 
-# Behind a TLS-terminating proxy that sets X-Forwarded-Proto: true makes Django see those requests as https
-# (secure cookies, CSRF on the login and consent pages). Only behind a proxy that overwrites that header.
-if env.bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False):
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # http redirect URIs are allowed only on loopback addresses (RFC 8252 native apps), by
 # apps_registry/oauth/policy.py, which DOT's deploy check cannot see.
 SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]

@@ -64,8 +64,8 @@ class DefinitionCreateView(APIView):
 
 
 class DefinitionView(APIView):
-    """GET/PUT/DELETE /api/apps/<app_id>/definition/: read, replace (200; or create with an id no app ever had,
-    201), or clear the routes of an app you may author. Clearing keeps the app and its records."""
+    """GET/PUT/DELETE /api/apps/<app_id>/definition/: read, replace (200) or clear the routes of an app you may
+    author. Clearing keeps the app and its records. PUT never creates an app (POST /api/apps/definitions/ does)."""
 
     OutputSerializer = SavedAppSerializer
     # Reading a definition is authoring too (the source, not the routes get_app shows).
@@ -76,19 +76,20 @@ class DefinitionView(APIView):
         return Response({"ok": True, "value": app_definition_export(actor=request.user, app_id=app_id)})
 
     def put(self, request: Request, app_id: str) -> Response:
-        # Creating at a client-chosen id is allowed only for an id no app ever had; any other id you cannot
-        # author is answered like an app you cannot see (docs/authoring.md, "Client-chosen ids").
+        # Never a create: an id no app has is answered exactly like another user's or a deleted app's (404), so a
+        # PUT tells nothing about which ids exist or existed (docs/authoring.md, "Client-chosen ids").
         # The body is the definition, or {"definition": ..., "migrate": ...} to migrate the records with it (a
         # definition has no key "definition", so the two cannot be confused).
         body, migrate = request.data, None
         if isinstance(body, dict) and "definition" in body and set(body) <= {"definition", "migrate"}:
             body, migrate = body["definition"], body.get("migrate")
-        saved = definition_save(actor=request.user, definition=body, app_id=app_id, migrate=migrate)
-        answered = status.HTTP_201_CREATED if saved.created else status.HTTP_200_OK
+        saved = definition_save(
+            actor=request.user, definition=body, app_id=app_id, create_missing=False, migrate=migrate
+        )
         value = self.OutputSerializer(saved.app).data
         if saved.migration is not None:
             value["migration"] = saved.migration.as_dict()
-        return Response({"ok": True, "value": value}, status=answered)
+        return Response({"ok": True, "value": value})
 
     def delete(self, request: Request, app_id: str) -> Response:
         app = app_definition_clear(actor=request.user, app_id=app_id)

@@ -22,6 +22,7 @@ from apps_registry.exceptions import (
 )
 from apps_registry.redaction import RedactingFilter, redact_error
 from apps_registry.services.tokens import MISSING_TOKEN_MESSAGE
+from apps_registry.values import clip
 
 logger = logging.getLogger(__name__)
 logger.addFilter(RedactingFilter())
@@ -37,6 +38,12 @@ def error_message(exc: CharmingError) -> str:
             f'not "{exc.called_kind}".'
         )
     return exc.message
+
+
+def method_refusal_message(method: str, view: Any) -> str:
+    """A 405 worded with the methods the endpoint does take (the same list as its Allow header)."""
+    allowed = ", ".join(getattr(view, "allowed_methods", []))
+    return f"{clip(method, 20)} is not allowed on this endpoint; it takes {allowed}."
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -61,6 +68,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         detail = response.data.get("detail") if isinstance(response.data, dict) else None
         if isinstance(exc, drf_exceptions.NotAuthenticated):  # no authenticator recognised a credential
             detail = MISSING_TOKEN_MESSAGE
+        if isinstance(exc, drf_exceptions.MethodNotAllowed):  # DRF adds the Allow header to every response
+            request = context.get("request")
+            detail = method_refusal_message(getattr(request, "method", "") or "", context.get("view"))
         message = str(detail) if detail is not None else "The request is invalid."
         kind = getattr(exc, "default_code", "invalid_request")
         error: dict[str, Any] = {"kind": "unauthenticated" if response.status_code == 401 else kind, "message": message}

@@ -6,10 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
 from apps_registry.access import ALL_SCOPES, Need, scope_check
+
+
+def view_handles(view: Any, method: str) -> bool:
+    """Whether `view` has a handler for `method` (DRF answers any other method 405 once permissions pass)."""
+    name = method.lower()
+    return name in view.http_method_names and hasattr(view, name)
 
 
 def view_need(request: Request, view: Any) -> Need:
@@ -33,9 +40,13 @@ class TokenScopeRequired(BasePermission):
     """InsufficientScope (403, naming the scope) unless the token's scopes allow the view's need.
 
     Runs after IsAuthenticated. Scopes limit credentials: a request with no credential object (a person's
-    own session, were one enabled) is the person, with every scope; a credential without scopes has none."""
+    own session, were one enabled) is the person, with every scope; a credential without scopes has none.
+    A method the view has no handler for is refused here with 405 (and its Allow header), before any need is
+    looked up: it has none, and a view's `need_for` must not read the body of a request it will never serve."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
+        if not view_handles(view, request.method or ""):
+            raise MethodNotAllowed(request.method or "")
         scopes = getattr(request, "auth_scopes", None)
         if scopes is None:
             scopes = ALL_SCOPES if request.auth is None else frozenset()

@@ -16,7 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps_registry.exceptions import CharmingError, InvalidInput, NotFound
 from apps_registry.pages.connect import host_configs, mcp_url
@@ -32,6 +32,7 @@ MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 SIGNUP_FIELDS = {"username": "username", "email": "email", "password": "password1"}
 
 
+@require_safe
 def home(request: HttpRequest) -> HttpResponse:
     """The signed-in user's apps with their role; a welcome for everyone else."""
     if not request.user.is_authenticated:
@@ -129,6 +130,7 @@ def connect(request: HttpRequest) -> HttpResponse:
 
 @never_cache
 @login_required
+@require_safe
 def token_created(request: HttpRequest) -> HttpResponse:
     """The new token's secret, shown this one time (it is popped from the session)."""
     new = request.session.pop(NEW_TOKEN_SESSION_KEY, None)

@@ -93,6 +93,16 @@ class Limits:
     schema_nesting: int = _limit(
         64, "CHARMING_ROUTES_MAX_SCHEMA_NESTING", "levels of JSON nesting in a route's input or output schema"
     )
+    pattern_nesting: int = _limit(
+        32,
+        "CHARMING_ROUTES_MAX_PATTERN_NESTING",
+        "groups nested inside each other in one pattern (or patternProperties name) of a route's schema",
+    )
+    schema_expansion: int = _limit(
+        500,
+        "CHARMING_ROUTES_MAX_SCHEMA_EXPANSION",
+        "subschemas a route's input or output schema applies with every $ref expanded (allOf/anyOf/oneOf included)",
+    )
     params_bytes: int = _limit(
         262144, "CHARMING_ROUTES_MAX_PARAMS_BYTES", "bytes of the compact JSON of one call's params"
     )

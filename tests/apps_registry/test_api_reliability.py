@@ -61,17 +61,43 @@ def definition_put(api, app_id):
     return api.put(f"/api/apps/{app_id}/definition/", example("todo"), format="json")
 
 
-def test_put_at_an_id_no_app_ever_had_creates_the_app_and_answers_201(api, user):
+def test_put_answers_an_unused_a_deleted_and_another_users_id_alike_and_creates_nothing(api, user, other_user):
+    """Issue 22: PUT used to create an app at an id no app ever had (201) and refuse the others (404), so it told
+    which ids some app has had. It never creates now: the three answers differ only by the id they quote."""
     import uuid
 
-    wanted = uuid.uuid4()
+    from apps_registry.services.apps import app_delete
+    from tests.factories import make_app
 
-    response = definition_put(api, wanted)
+    theirs = make_app(owner=other_user, name="Theirs")
+    deleted = make_app(owner=other_user, name="Deleted")
+    app_delete(actor=other_user, app_id=deleted.id, purge_storage=True, confirmed_via="confirm_parameter")
+    unused = uuid.uuid4()
 
-    assert response.status_code == 201
-    assert response.json()["value"]["app_id"] == str(wanted)
-    assert App.objects.get(pk=wanted).owner == user
-    assert definition_put(api, wanted).status_code == 200  # replacing it
+    answers = {}
+    for app_id in (unused, deleted.id, theirs.id):
+        response = definition_put(api, app_id)
+        body = response.content.decode().replace(str(app_id), "<id>")
+        answers[app_id] = (response.status_code, body, response["Content-Type"], response.get("Allow"))
+
+    assert len(set(answers.values())) == 1, answers
+    status, body, _type, _allow = answers[unused]
+    assert status == 404
+    assert json.loads(body)["error"] == {
+        "kind": "not_found",
+        "message": "No app with id <id> exists or is visible to you. GET /api/apps/ lists your apps.",
+    }
+    assert not App.objects.filter(pk=unused).exists()
+    assert set(App.objects.values_list("name", flat=True)) == {"Theirs"}
+
+
+def test_put_replaces_an_app_you_author(api, user):
+    created = api.post("/api/apps/definitions/", DEFINITION, format="json").json()["value"]
+
+    response = definition_put(api, created["app_id"])
+
+    assert response.status_code == 200
+    assert response.json()["value"]["app_id"] == created["app_id"]
 
 
 def test_put_at_any_id_you_cannot_author_is_answered_like_an_invisible_app(api, user, other_user):

@@ -145,7 +145,8 @@ def test_find_with_a_negative_limit_fails_naming_the_step():
     with pytest.raises(HandlerError) as exc:
         run(route, MemoryStore())
     assert exc.value.message == (
-        "Route 'r' failed at steps[0].find.limit: the expression must evaluate to a non-negative integer, got integer -1"
+        "Route 'r' failed at steps[0].find.limit: the expression must evaluate to a non-negative integer, "
+        "got integer -1"
     )
 
 
