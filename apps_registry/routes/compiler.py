@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps_registry.routes.authortests import AuthorTest, check_tests
-from apps_registry.routes.expressions import CONTEXT_NAMES, Expr, check_source, referenced_names
+from apps_registry.routes.expressions import CONTEXT_NAMES, Expr, check_source, check_types, referenced_names
 from apps_registry.routes.hints import HINT_KEYS, hint_problems, hints_of
+from apps_registry.routes.library import CONTEXT_DECLARATIONS
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.schemas import SchemaValidator, number_paths, schema_problems
 from apps_registry.routes.steps import FIELD_PATH, NAME, STEP_KINDS, Step, bad_name, type_name
@@ -439,9 +440,9 @@ class _StepParser:
         program, found, scan = check_source(source, self.limits)
         for problem in found:
             self.problems.append(Problem(f"{path}.{where}", problem.message, problem.limit, problem.max))
-        if program is None:
+        if program is None or scan is None:
             return None
-        names = referenced_names(program, source)
+        names = referenced_names(scan)
         missing = sorted(names - scope)
         if missing:
             self.problems.append(
@@ -451,19 +452,28 @@ class _StepParser:
                 )
             )
             return None
-        self.step.uses |= names & set(self.bound)
+        used = names & set(self.bound)
+        # Names bound by earlier steps are dyn (their type is known when the call runs).
+        declarations = CONTEXT_DECLARATIONS + tuple((name, "dyn") for name in sorted(used))
+        checked = check_types(source, declarations)
+        if checked.problems:
+            self.problems.extend(Problem(f"{path}.{where}", message) for message in checked.problems)
+            return None
+        self.step.uses |= used
         return Expr(
             source=source,
-            program=program,
+            program=checked.program,
             route=self.route,
             where=f"steps[{self.step.index}].{where}",
-            # Everything in scope the parser saw, comprehension variables that shadow a name included.
-            names=tuple(sorted(set(program.variables()) & scope)),
-            comprehensions=scan.comprehensions if scan else 0,
-            plus=scan.plus if scan else 0,
-            literal_items=scan.commas if scan else 0,
-            refs=scan.refs if scan else 0,
-            regex=scan.regex if scan else False,
+            # The declared variables it reads (a context name shadowed by a comprehension variable included).
+            names=tuple(sorted((scan.names & set(CONTEXT_NAMES)) | used)),
+            comprehensions=scan.comprehensions,
+            plus=scan.plus,
+            literal_items=scan.commas,
+            refs=scan.refs,
+            regex=scan.regex,
+            declarations=declarations,
+            type=checked.type,
         )
 
 
