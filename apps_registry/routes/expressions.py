@@ -396,6 +396,7 @@ def check_types(source: str, declarations: library.Declarations) -> Checked:
     return Checked(None, "dyn", list(dict.fromkeys(m for m in messages if m is not None)))
 
 
+_SELECT = re.compile(r"expression of type '(.*)' cannot be the operand of a select operation")
 _CEL_ERROR = re.compile(r"ERROR: <input>:(\d+):(\d+): (.*)")
 _UNDECLARED = re.compile(r"undeclared reference to '([^']+)'")
 _NO_OVERLOAD = re.compile(r"found no matching overload for '([^']+)' applied to '\((.*)\)'")
@@ -436,7 +437,7 @@ _INSTEAD = {
     "str": "string(x)",
     "float": "double(x)",
     "today": "date(now, tz)",
-    "now": "now (a value, not a function)",
+    "now": "now, without parentheses (it is a value)",
     "find": "indexOf(s)",
     "concat": "a + b",
 }
@@ -462,6 +463,11 @@ def _check_message(source: str, line: int, column: int, text: str) -> str | None
         if function in _CROSS_TYPE:
             return None
         return _overload_message(source, line, column, function, types)
+    select = _SELECT.match(text)
+    if select:
+        return (
+            f"{_a(_type_word(select.group(1)))} has no fields (at {_where(line, column)}): '.name' reads a key of a map"
+        )
     text = re.sub(r"'([^']*)'", lambda m: f"'{_type_word(m.group(1))}'", text)
     return f"type error at {_where(line, column)}: {text}"
 
@@ -526,15 +532,15 @@ def _overload_message(source: str, line: int, column: int, function: str, types:
             hint = ""
         return f"'{symbol}' is not defined for {_a(words[0])} and {_a(words[1])}{hint}"
     known = _FUNCTIONS.get(function)
-    _called, member = _call_at(source, line, column)
-    if known is not None and not member and known.member and not function.startswith(("math.", "lists.")):
-        member = True
+    called, member = _call_at(source, line, column)
+    if called is None and known is not None:
+        member = known.member
     if member and words:
         message = f"no function '{function}' for {_a(words[0])}"
-        if len(words) > 1:
-            message += f" with ({', '.join(words[1:])})"
         if _kind(types[0]) == "timestamp" and function in _TEXT_FUNCTIONS:
             return f"{message}; did you mean date(now, tz)?"
+        if len(words) > 1:
+            message += f" with ({', '.join(words[1:])})"
     else:
         message = f"no function '{function}' for ({', '.join(words)})"
     if known is not None:
@@ -672,7 +678,9 @@ def _reason(exc: Exception) -> str:
         return f"an index error: {clip(plain, 200)}"
     if "overflow" in plain or "out of int64 range" in plain or "out of uint64 range" in plain:
         return f"an overflow: {clip(plain, 200)}"
-    return f"an error: {clip(plain.strip(chr(39)), 300)}"
+    if len(plain) > 1 and plain[0] == plain[-1] == "'" and plain.count("'") == 2:
+        plain = plain[1:-1]  # a Python KeyError's text, quoted
+    return f"an error: {clip(plain, 300)}"
 
 
 def _bad_key(key: Any) -> str:

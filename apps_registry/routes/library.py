@@ -109,7 +109,7 @@ class LibraryFunction:
     @property
     def member(self) -> bool:
         """Called on a value (`'a'.upperAscii()`) rather than as a function (`size(x)`)."""
-        return any(re.match(r"^[\w()]+\.\w+\(", s) and not s.startswith(("math.", "lists.")) for s in self.signatures)
+        return all(re.match(r"^[\w()]+\.\w+\(", s) and not s.startswith(("math.", "lists.")) for s in self.signatures)
 
 
 def _ts(day: str) -> dt.datetime:
@@ -311,11 +311,15 @@ MACROS = ("has", "all", "exists", "exists_one", "map", "filter", "sortBy")
 @lru_cache(maxsize=1024)
 def environment(declarations: Declarations) -> Any:
     """The CEL environment declaring these variables (one per distinct set; building one costs ~1 ms)."""
-    return cel.NewEnv(
+    env = cel.NewEnv(
         config=_CONFIG,
         variables={name: _TYPES[kind] for name, kind in declarations},
         functions=_HELPERS,
     )
+    # The declared types reach the evaluator's input conversion only once the environment has compiled
+    # something: a program deserialized into a fresh one (the worker's) would read a timestamp as dyn.
+    env.compile("null")
+    return env
 
 
 def compile_program(source: str, declarations: Declarations, *, check: bool = True) -> Any:
