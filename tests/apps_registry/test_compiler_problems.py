@@ -27,6 +27,7 @@ ONE_OF = (
     "return (and optionally 'as'); found keys "
 )
 SCOPE = "names available here: app, caller, now, params"
+STRING_OF_LIST = "string() of a list or map is not defined; use a list's join(',') or build the text yourself"
 
 
 def app(**fields: Any) -> dict[str, Any]:
@@ -619,7 +620,7 @@ ROWS = [
         [
             {
                 "path": "routes.r.steps[0].return",
-                "message": "string() of a list or map is not defined; use a list's join(',') or build the text yourself",
+                "message": STRING_OF_LIST,
             }
         ],
         id="type-string-of-a-list",
@@ -630,7 +631,7 @@ ROWS = [
         [
             {
                 "path": "routes.r.steps[0].return",
-                "message": "string() of a list or map is not defined; use a list's join(',') or build the text yourself",
+                "message": STRING_OF_LIST,
             }
         ],
         id="type-string-of-a-map",
@@ -710,7 +711,8 @@ ROWS = [
         [
             {
                 "path": "routes.r.steps[0].return",
-                "message": "wrong arguments for substring(): it takes string.substring(int) or string.substring(int, int)",
+                "message": "wrong arguments for substring(): it takes "
+                "string.substring(int) or string.substring(int, int)",
             }
         ],
         id="type-wrong-argument-count-of-a-method",
@@ -721,8 +723,8 @@ ROWS = [
         [
             {
                 "path": "routes.r.steps[0].return",
-                "message": "'+' is not defined for an int and a double; CEL does not mix them: write 2.0 rather than 2, "
-                "or convert with double(n) or int(x)",
+                "message": "'+' is not defined for an int and a double; CEL does not mix them: "
+                "write 2.0 rather than 2, or convert with double(n) or int(x)",
             }
         ],
         id="type-int-plus-double",

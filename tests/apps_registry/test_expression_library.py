@@ -38,9 +38,10 @@ def test_each_library_function_gives_its_documented_result(fixed_now, function):
 def test_the_docs_list_every_library_function_with_its_example(doc):
     text = (DOCS / doc).read_text()
     for function in library.FUNCTIONS:
-        row = re.search(rf"^\| `{re.escape(function.name)}` \|.*$", text, re.MULTILINE)
-        assert row, f"{doc} has no table row for {function.name}"
-        assert f"`{function.example}`" in row.group(0), f"{doc}: {function.name}'s example differs"
+        rows = re.findall(rf"^\| `{re.escape(function.name)}` \|.*$", text, re.MULTILINE)
+        assert any(f"`{function.example}`" in row for row in rows), (
+            f"{doc}: no row for {function.name} with its example"
+        )
 
 
 def test_a_timestamp_a_step_bound_inside_a_value_is_still_a_timestamp_later(fixed_now):
