@@ -442,7 +442,7 @@ class _StepParser:
             self.problems.append(Problem(f"{path}.{where}", problem.message, problem.limit, problem.max))
         if program is None or scan is None:
             return None
-        names = referenced_names(scan)
+        names = referenced_names(scan, scope)
         missing = sorted(names - scope)
         if missing:
             self.problems.append(
@@ -452,14 +452,14 @@ class _StepParser:
                 )
             )
             return None
-        used = names & set(self.bound)
+        used = names - set(CONTEXT_NAMES)
         # Names bound by earlier steps are dyn (their type is known when the call runs).
         declarations = CONTEXT_DECLARATIONS + tuple((name, "dyn") for name in sorted(used))
         checked = check_types(source, declarations)
         if checked.problems:
             self.problems.extend(Problem(f"{path}.{where}", message) for message in checked.problems)
             return None
-        self.step.uses |= used
+        self.step.uses |= names & set(self.bound)
         return Expr(
             source=source,
             program=checked.program,

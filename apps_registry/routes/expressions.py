@@ -34,6 +34,10 @@ _BUILTIN_IDENTS = frozenset(
     {"string", "int", "uint", "double", "bool", "bytes", "list", "map", "null_type", "type", "dyn", "google"}
     | {"math", "lists", "strings", "true", "false", "null", "in"}
 )
+# CEL's type names: a step may bind one ("as": "type"), but CEL reads the name as its type, never the value.
+CEL_TYPE_NAMES = frozenset(
+    {"string", "int", "uint", "double", "bool", "bytes", "list", "map", "null_type", "type", "dyn"}
+)
 # Macros that iterate over a list or map (sortBy: the lists extension's, one key per item).
 COMPREHENSION_MACROS = ("map", "filter", "all", "exists", "exists_one", "sortBy")
 _MACRO_VARIABLE = re.compile(r"\.\s*(?:" + "|".join(COMPREHENSION_MACROS) + r")\s*\(\s*([A-Za-z_]\w*)\s*,")
@@ -237,11 +241,16 @@ def syntax_error_message(raw: str) -> str:
     return f"syntax error at {where}: {rest}"
 
 
-def referenced_names(scan: Scan) -> set[str]:
-    """Top-level names an expression reads (comprehension variables, type names and the library's
-    namespaces excluded)."""
+def referenced_names(scan: Scan, scope: set[str] | frozenset[str] = frozenset()) -> set[str]:
+    """Top-level names an expression reads: comprehension variables excluded, and type names and the
+    library's namespaces (`math`, `lists`) unless a step bound that name (`"as": "lists"`; a bound CEL
+    type name, `"as": "type"`, still reads as the type: CEL cannot declare a variable of that name)."""
     local = set(_MACRO_VARIABLE.findall(scan.code))
-    return {name for name in scan.names if name not in local and name not in _BUILTIN_IDENTS}
+    return {
+        name
+        for name in scan.names
+        if name not in local and (name not in _BUILTIN_IDENTS or (name in scope and name not in CEL_TYPE_NAMES))
+    }
 
 
 # --- what cel-cpp's parser is given ---------------------------------------------------------------

@@ -165,3 +165,16 @@ def test_an_expression_records_its_checked_type():
     assert _checked_type("date(now, 'UTC')") == "string"
     assert _checked_type("[1, 2].sort()") == "list<int>"
     assert _checked_type("params.x") == "dyn"
+
+
+def test_a_step_may_bind_a_name_the_library_uses_as_a_namespace_or_type():
+    store = MemoryStore(records={"lists": {"a": {"title": "groceries"}}})
+    route = compiled(
+        [
+            {"find": {"collection": "lists", "limit": "10"}, "as": "lists"},
+            {"let": "{'pi': 3.0}", "as": "math"},
+            {"return": "{'n': size(lists), 'pi': math.pi, 'titles': lists.map(l, l.title), 'r': math.round(1.4)}"},
+        ],
+        kind="query",
+    )
+    assert run(route, store) == {"n": 1, "pi": 3.0, "titles": ["groceries"], "r": 1.0}
