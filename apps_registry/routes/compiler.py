@@ -7,7 +7,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps_registry.routes.authortests import AuthorTest, check_tests
-from apps_registry.routes.expressions import CONTEXT_NAMES, Expr, check_source, check_types, referenced_names
+from apps_registry.routes.expressions import (
+    CEL_TYPE_NAMES,
+    CONTEXT_NAMES,
+    Expr,
+    check_source,
+    check_types,
+    referenced_names,
+    renamed,
+)
 from apps_registry.routes.hints import HINT_KEYS, hint_problems, hints_of
 from apps_registry.routes.library import CONTEXT_DECLARATIONS
 from apps_registry.routes.limits import Limits
@@ -453,9 +461,12 @@ class _StepParser:
             )
             return None
         used = names - set(CONTEXT_NAMES)
+        # A bound CEL type name ("as": "list") is compiled under another name, its value handed in as that.
+        text, aliases = renamed(source, used & CEL_TYPE_NAMES)
+        alias_of = {name: cel_name for cel_name, name in aliases}
         # Names bound by earlier steps are dyn (their type is known when the call runs).
-        declarations = CONTEXT_DECLARATIONS + tuple((name, "dyn") for name in sorted(used))
-        checked = check_types(source, declarations)
+        declarations = CONTEXT_DECLARATIONS + tuple((alias_of.get(name, name), "dyn") for name in sorted(used))
+        checked = check_types(text, declarations)
         if checked.problems:
             self.problems.extend(Problem(f"{path}.{where}", message) for message in checked.problems)
             return None
@@ -474,6 +485,7 @@ class _StepParser:
             regex=scan.regex,
             declarations=declarations,
             type=checked.type,
+            aliases=aliases,
         )
 
 

@@ -34,7 +34,8 @@ _BUILTIN_IDENTS = frozenset(
     {"string", "int", "uint", "double", "bool", "bytes", "list", "map", "null_type", "type", "dyn", "google"}
     | {"math", "lists", "strings", "true", "false", "null", "in"}
 )
-# CEL's type names: a step may bind one ("as": "type"), but CEL reads the name as its type, never the value.
+# CEL's type names: a step may bind one ("as": "list"), which CEL cannot declare as a variable; the
+# expression is compiled with the name renamed (`renamed`), and the value handed in under that name.
 CEL_TYPE_NAMES = frozenset(
     {"string", "int", "uint", "double", "bool", "bytes", "list", "map", "null_type", "type", "dyn"}
 )
@@ -243,14 +244,9 @@ def syntax_error_message(raw: str) -> str:
 
 def referenced_names(scan: Scan, scope: set[str] | frozenset[str] = frozenset()) -> set[str]:
     """Top-level names an expression reads: comprehension variables excluded, and type names and the
-    library's namespaces (`math`, `lists`) unless a step bound that name (`"as": "lists"`; a bound CEL
-    type name, `"as": "type"`, still reads as the type: CEL cannot declare a variable of that name)."""
+    library's namespaces (`math`, `lists`) unless a step bound that name (`"as": "lists"`, `"as": "list"`)."""
     local = set(_MACRO_VARIABLE.findall(scan.code))
-    return {
-        name
-        for name in scan.names
-        if name not in local and (name not in _BUILTIN_IDENTS or (name in scope and name not in CEL_TYPE_NAMES))
-    }
+    return {name for name in scan.names if name not in local and (name not in _BUILTIN_IDENTS or name in scope)}
 
 
 # --- what cel-cpp's parser is given ---------------------------------------------------------------
@@ -352,6 +348,22 @@ def regrouped(source: str) -> str:
 
 def _word(code: str, at: int) -> bool:
     return 0 <= at < len(code) and (code[at].isalnum() or code[at] == "_")
+
+
+def renamed(source: str, names: set[str] | frozenset[str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """`source` with each variable in `names` (identifiers not after '.' and not called) written
+    `charming__<name>`, and the (new name, name) pairs."""
+    if not names:
+        return source, ()
+    code = _scan(source).code
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(sorted(map(re.escape, names))) + r")\b(?!\s*\()")
+    spans = [(m.start(1), m.end(1)) for m in pattern.finditer(code)]
+    for start, end in reversed(spans):
+        source = source[:start] + ALIAS_PREFIX + source[start:end] + source[end:]
+    return source, tuple((ALIAS_PREFIX + name, name) for name in sorted(names))
+
+
+ALIAS_PREFIX = "charming__"
 
 
 def cel_compile(source: str, declarations: library.Declarations, *, check: bool = True) -> Any:
@@ -628,6 +640,8 @@ class Expr:
     # The variables it was checked against (name, type), and its checked result type.
     declarations: library.Declarations = library.CONTEXT_DECLARATIONS
     type: str = "dyn"
+    # (CEL name, value name) for bound names CEL cannot declare as they are (a bound `list`: `renamed`).
+    aliases: tuple[tuple[str, str], ...] = ()
 
     @functools.cached_property
     def worker_program(self) -> tuple[bytes, library.Declarations]:
@@ -640,6 +654,9 @@ class Expr:
         isolate = budget.charge(self)
         values = call.values
         inputs = {name: values[name] for name in self.names if name in values}
+        for cel_name, name in self.aliases:
+            if name in inputs:
+                inputs[cel_name] = inputs.pop(name)
         try:
             if isolate:
                 return budget.evaluate_isolated(self, inputs)

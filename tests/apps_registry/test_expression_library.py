@@ -167,14 +167,29 @@ def test_an_expression_records_its_checked_type():
     assert _checked_type("params.x") == "dyn"
 
 
-def test_a_step_may_bind_a_name_the_library_uses_as_a_namespace_or_type():
+def test_a_step_may_bind_a_name_the_library_uses_as_a_namespace_or_a_type_name():
     store = MemoryStore(records={"lists": {"a": {"title": "groceries"}}})
     route = compiled(
         [
             {"find": {"collection": "lists", "limit": "10"}, "as": "lists"},
             {"let": "{'pi': 3.0}", "as": "math"},
-            {"return": "{'n': size(lists), 'pi': math.pi, 'titles': lists.map(l, l.title), 'r': math.round(1.4)}"},
+            {"let": "lists[0]", "as": "list"},
+            {"let": "'kind' // a comment naming list", "as": "type"},
+            {
+                "return": "{'n': size(lists), 'pi': math.pi, 'titles': lists.map(l, l.title), 'r': math.round(1.4), "
+                "'list': list.title, 'type': type, 'text': 'list', 'size': size(list), 'is_map': type(list) == map}"
+            },
         ],
         kind="query",
     )
-    assert run(route, store) == {"n": 1, "pi": 3.0, "titles": ["groceries"], "r": 1.0}
+    assert run(route, store) == {
+        "n": 1,
+        "pi": 3.0,
+        "titles": ["groceries"],
+        "r": 1.0,
+        "list": "groceries",
+        "type": "kind",
+        "text": "list",
+        "size": 2,
+        "is_map": True,
+    }
