@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from apps_registry.exceptions import CharmingError, HandlerError, OperationFailed
-from apps_registry.routes.expressions import check_source, referenced_names, to_json
+from apps_registry.routes import library
+from apps_registry.routes.expressions import (
+    check_source,
+    compile_expression,
+    evaluation_failure,
+    referenced_names,
+    to_json,
+)
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.steps import NAME
 from apps_registry.routes.store import encoded_record
@@ -330,22 +337,27 @@ def _field_program(source: Any, path: str, problems: _Counter, limits: Limits) -
     program, found, scan = check_source(source, limits)
     for problem in found:
         problems.report(path, problem.message, problem.limit, problem.max)
-    if program is None:
+    if program is None or scan is None:
         return None
-    if scan is not None and (scan.comprehensions or scan.regex):
+    if scan.comprehensions or scan.regex:
         # Each runs once per record in the server process: none may cost more than its text.
         problems.report(
             path,
             "runs once for every generated record, so it may not use map, filter, all, exists, exists_one or matches",
         )
         return None
-    unknown = sorted(referenced_names(program, source) - {"i"})
+    unknown = sorted(referenced_names(scan, {"i"}) - {"i"})
     if unknown:
         problems.report(
             path, f"unknown name(s) {', '.join(unknown)}; a generated record's expressions know only i (0, 1, ...)"
         )
         return None
-    return program
+    expr, found = compile_expression(source, limits=limits, context=(("i", "int"),), route="tests", where=path)
+    for problem in found:
+        problems.report(path, problem.message, problem.limit, problem.max)
+    if expr is None:
+        return None
+    return expr.program
 
 
 @dataclass
@@ -364,7 +376,7 @@ def _generate(template: RecordTemplate, report: Report, limits: Limits, budget: 
         data: dict[str, Any] = {}
         for name, (source, program) in template.fields.items():
             try:
-                data[name] = to_json(program.execute({"i": i}))
+                data[name] = to_json(library.evaluate(program, {"i": i}))
             except HandlerError as exc:  # a value JSON cannot hold: a non-string key, an infinite double
                 report(f"{path}.like.{name}", f"for i = {i}, its value cannot be stored: {exc.message}")
                 return None
@@ -427,11 +439,8 @@ def _generated_id(data: dict[str, Any], i: int, path: str, first_with: dict[str,
 
 
 def _failure(exc: Exception) -> str:
-    if isinstance(exc, ZeroDivisionError):
-        return "division by zero"
-    if isinstance(exc, KeyError):
-        return f"no key {clip(str(exc), 100)} in the map"
-    return clip(str(exc), 300) or type(exc).__name__
+    """CEL's error, worded as the engine words it at run time ("division by zero", "a missing key: ...")."""
+    return evaluation_failure(exc)
 
 
 def matches(expected: Any, got: Any) -> bool:

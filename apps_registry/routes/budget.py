@@ -129,7 +129,8 @@ class CallBudget:
         the call past its budget. Returns whether to evaluate it in a worker process (under the
         call's CEL deadline): it has comprehensions, whose cost the estimate cannot bound (it
         depends on what each iteration builds), it calls `matches` (a regex's cost depends on the
-        pattern's compiled size), or its estimate is large."""
+        pattern's compiled size), `replace` or `lists.range` (their results can be far larger than
+        their inputs), or its estimate is large."""
         estimate, span = self.estimate(expr)
         cap = self.limits.cel_work
         if self.work + estimate > cap:
@@ -158,7 +159,7 @@ class CallBudget:
                 raise celworker.Deadline()
             # Room for any value the call may hold (value_chars) in the pickled answer, and no more.
             max_reply = 8 * self.limits.value_chars + (1 << 20)
-            evaluated = celworker.evaluate_timed(expr.source, inputs, left, max_reply=max_reply)
+            evaluated = celworker.evaluate_timed(expr.worker_program, inputs, left, max_reply=max_reply)
         except celworker.Deadline:
             raise OperationFailed(
                 f"Route '{self.route}' {expr.where}: CEL evaluation took longer than this call's {cap} ms "

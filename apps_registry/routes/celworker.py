@@ -10,13 +10,14 @@ other requests run meanwhile.
 Children are plain `python -m apps_registry.routes.celworker` processes (no Django, no database
 connection, no inherited environment), kept in a small per-process pool and reused; one that overruns is
 killed and replaced. Messages are length-prefixed pickles over the child's stdin/stdout; both ends
-are this module.
+are this module. A request carries the checked program serialized (cel-expr-python's
+`Expression.serialize`) with the variables it was checked against, so the child evaluates exactly what
+the server compiled, in the same environment (routes/library.py, which the child imports); a plain
+source string is compiled in the child with every variable dyn (tests, tools).
 
-A child takes ~0.1-0.3 s to start (an interpreter, then the CEL extension). That is not the call's
+A child takes ~0.1 s to start (an interpreter, then the CEL extension). That is not the call's
 time: the server starts one child when it starts (`prestart`, from the ASGI lifespan), a child says
-when it is ready, and a call's deadline runs from then, never from the child's start. The child loads
-the extension (`cel.cel`) without the `cel` package's `__init__`, which imports its command-line tool
-(~0.1-0.25 s of imports the worker never uses).
+when it is ready, and a call's deadline runs from then, never from the child's start.
 
 The child is a resource boundary (time, memory, the interpreter lock), not a security boundary: it
 runs as the same user, and the server unpickles its answers. That is sound while the evaluator
@@ -40,6 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from apps_registry.routes import library
+from apps_registry.routes.library import Declarations, EvaluationError
+
 logger = logging.getLogger(__name__)
 
 _HEADER = struct.Struct("!Q")
@@ -54,9 +58,11 @@ MEMORY_LIMIT = 2 * 1024**3  # address space of a child, bytes
 DEFAULT_MAX_REPLY = 16 * 1024**2  # bytes of an answer the server is willing to read
 # The exception classes the evaluator raises, re-raised as themselves in the server.
 _ERRORS: dict[str, type[Exception]] = {
-    cls.__name__: cls
-    for cls in (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError, OverflowError, RuntimeError)
+    cls.__name__: cls for cls in (EvaluationError, KeyError, TypeError, ValueError, RuntimeError)
 }
+# What to evaluate: a CEL source (compiled in the child, every variable dyn) or a serialized program
+# with its declarations.
+Program = str | tuple[bytes, Declarations]
 
 
 class Deadline(Exception):
@@ -95,9 +101,9 @@ class _Child:
             raise WorkerFailed("the CEL worker process started with an unexpected answer")
         self.ready = True
 
-    def call(self, source: str, context: dict[str, Any], timeout: float, max_reply: int) -> tuple[Any, ...]:
+    def call(self, program: Program, context: dict[str, Any], timeout: float, max_reply: int) -> tuple[Any, ...]:
         assert self.process.stdin is not None and self.process.stdout is not None
-        body = pickle.dumps((source, context, timeout), protocol=pickle.HIGHEST_PROTOCOL)
+        body = pickle.dumps((program, context, timeout), protocol=pickle.HIGHEST_PROTOCOL)
         try:
             self.process.stdin.write(_HEADER.pack(len(body)) + body)
             self.process.stdin.flush()
@@ -149,28 +155,28 @@ class Evaluated:
     seconds: float  # the evaluation's own time: from a ready child taking the request to its answer
 
 
-def evaluate(source: str, context: dict[str, Any], timeout: float, max_reply: int = DEFAULT_MAX_REPLY) -> Any:
-    """The value of CEL `source` with `context`, computed in a child process. Raises the evaluator's
-    own exception (KeyError, TypeError, ...) on a CEL error, Deadline after `timeout` seconds (the
+def evaluate(program: Program, context: dict[str, Any], timeout: float, max_reply: int = DEFAULT_MAX_REPLY) -> Any:
+    """The value of a CEL program with `context`, computed in a child process. Raises
+    library.EvaluationError on a CEL error, Deadline after `timeout` seconds (the
     child is killed), WorkerFailed if no child could answer (or all were busy for QUEUE_SECONDS, or
     the answer was over `max_reply` bytes)."""
-    return evaluate_timed(source, context, timeout, max_reply).value
+    return evaluate_timed(program, context, timeout, max_reply).value
 
 
 def evaluate_timed(
-    source: str, context: dict[str, Any], timeout: float, max_reply: int = DEFAULT_MAX_REPLY
+    program: Program, context: dict[str, Any], timeout: float, max_reply: int = DEFAULT_MAX_REPLY
 ) -> Evaluated:
     """`evaluate`, with the time the evaluation took. `timeout` counts from when a child is ready: waiting
     for a free slot (QUEUE_SECONDS) and for a child to start (START_SECONDS) have their own bounds."""
     if not _running.acquire(timeout=QUEUE_SECONDS):
         raise WorkerFailed(f"all {MAX_RUNNING} CEL worker processes stayed busy for {QUEUE_SECONDS:.0f} s")
     try:
-        return _evaluate(source, context, timeout, max_reply)
+        return _evaluate(program, context, timeout, max_reply)
     finally:
         _running.release()
 
 
-def _evaluate(source: str, context: dict[str, Any], timeout: float, max_reply: int) -> Evaluated:
+def _evaluate(program: Program, context: dict[str, Any], timeout: float, max_reply: int) -> Evaluated:
     with _lock:
         child = _idle.pop() if _idle else None
     reused = child is not None and child.process.poll() is None
@@ -184,7 +190,7 @@ def _evaluate(source: str, context: dict[str, Any], timeout: float, max_reply: i
         child.ready_wait()
         started = time.monotonic()
         try:
-            reply = child.call(source, context, timeout, max_reply)
+            reply = child.call(program, context, timeout, max_reply)
         finally:
             spent = time.monotonic() - started
     except WorkerFailed:
@@ -195,7 +201,7 @@ def _evaluate(source: str, context: dict[str, Any], timeout: float, max_reply: i
         try:
             child.ready_wait()
             started = time.monotonic()
-            reply = child.call(source, context, max(0.0, timeout - spent), max_reply)
+            reply = child.call(program, context, max(0.0, timeout - spent), max_reply)
             spent += time.monotonic() - started
         except BaseException:
             child.kill()
@@ -250,11 +256,9 @@ atexit.register(_shutdown)
 
 
 def _serve() -> None:
-    """The child's loop: say it is ready, then read (source, context), answer ("ok", value) or
+    """The child's loop: say it is ready, then read (program, context, timeout), answer ("ok", value) or
     ("error", type, message)."""
     import resource
-
-    cel = _cel_extension()
 
     # A runaway expression fails (the child dies, the call gets operation_failed) instead of
     # taking the machine's memory.
@@ -263,13 +267,13 @@ def _serve() -> None:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     stdout.write(_READY)
     stdout.flush()
-    programs: dict[str, Any] = {}
+    programs: dict[Program, Any] = {}
     while True:
         header = stdin.read(_HEADER.size)
         if len(header) < _HEADER.size:
             return
         (size,) = _HEADER.unpack(header)
-        source, context, timeout = pickle.loads(stdin.read(size))
+        program, context, timeout = pickle.loads(stdin.read(size))
         # The server kills a child that overruns; should the server itself die first, the kernel
         # ends the evaluation (SIGXCPU) soon after its deadline instead of letting it spin on.
         used = resource.getrusage(resource.RUSAGE_SELF)
@@ -277,12 +281,13 @@ def _serve() -> None:
         if cpu_hard == resource.RLIM_INFINITY or cpu_soft < cpu_hard:
             resource.setrlimit(resource.RLIMIT_CPU, (cpu_soft, cpu_hard))
         try:
-            program = programs.get(source)
-            if program is None:
+            key = program if isinstance(program, tuple) else (program, tuple(sorted(context)))
+            loaded = programs.get(key)
+            if loaded is None:
                 if len(programs) > 256:
                     programs.clear()
-                program = programs[source] = cel.compile(source)
-            reply: tuple[Any, ...] = ("ok", program.execute(context))
+                loaded = programs[key] = _load(program, context)
+            reply: tuple[Any, ...] = ("ok", library.evaluate(loaded, context))
             body = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:
             message = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) else str(exc)
@@ -291,22 +296,12 @@ def _serve() -> None:
         stdout.flush()
 
 
-def _cel_extension() -> Any:
-    """The CEL extension module (`cel.cel`, what `cel.compile` is), loaded without running the package's
-    `__init__`, which imports its command-line tool (typer, rich, prompt_toolkit). Only in the child: a
-    process that imports `cel` the usual way after this would find a package without its names."""
-    import importlib
-    import importlib.util
-    import types
-
-    spec = importlib.util.find_spec("cel")
-    if spec is None or spec.submodule_search_locations is None:  # not the package this was written for
-        return importlib.import_module("cel")
-    package = types.ModuleType("cel")
-    package.__path__ = list(spec.submodule_search_locations)
-    package.__spec__ = spec
-    sys.modules["cel"] = package
-    return importlib.import_module("cel.cel")
+def _load(program: Program, context: dict[str, Any]) -> Any:
+    if isinstance(program, tuple):
+        serialized, declarations = program
+        return library.program_load(serialized, declarations)
+    declared = tuple((name, "timestamp" if name == "now" else "dyn") for name in sorted(context))
+    return library.compile_program(program, declared, check=False)
 
 
 if __name__ == "__main__":

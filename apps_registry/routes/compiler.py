@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps_registry.routes.authortests import AuthorTest, check_tests
-from apps_registry.routes.expressions import CONTEXT_NAMES, Expr, check_source, referenced_names
+from apps_registry.routes.expressions import CONTEXT_NAMES, Expr, compile_expression
 from apps_registry.routes.hints import HINT_KEYS, hint_problems, hints_of
+from apps_registry.routes.library import CONTEXT_DECLARATIONS
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.schemas import SchemaValidator, number_paths, schema_problems
 from apps_registry.routes.steps import FIELD_PATH, NAME, STEP_KINDS, Step, bad_name
@@ -440,6 +441,10 @@ def _parse_step(
     parser = _StepParser(route, kind, step, path, bound, limits, problems)
     if "when" in raw:
         step.when = parser.expression(raw["when"], "when")
+        if step.when is not None and step.when.type not in ("bool", "dyn"):
+            problems.append(
+                Problem(f"{path}.when", f"must be a condition (a boolean), but it gives {step.when.type}")
+            )
     step_kind.parse(step, raw[op], path, parser)
     return step if len(problems) == before else None
 
@@ -490,36 +495,19 @@ class _StepParser:
         return steps
 
     def expression(self, source: Any, where: str) -> Expr | None:
-        path, scope = self.path, self.scope
-        program, found, scan = check_source(source, self.limits)
-        for problem in found:
-            self.problems.append(Problem(f"{path}.{where}", problem.message, problem.limit, problem.max))
-        if program is None:
-            return None
-        names = referenced_names(program, source)
-        missing = sorted(names - scope)
-        if missing:
-            self.problems.append(
-                Problem(
-                    f"{path}.{where}",
-                    f"unknown name(s) {', '.join(missing)}; names available here: {', '.join(sorted(scope))}",
-                )
-            )
-            return None
-        self.step.uses |= names & set(self.bound)
-        return Expr(
-            source=source,
-            program=program,
+        expr, found = compile_expression(
+            source,
+            limits=self.limits,
+            context=CONTEXT_DECLARATIONS,
+            bound=set(self.bound),
             route=self.route,
             where=f"{self.step.at}.{where}",
-            # Everything in scope the parser saw, comprehension variables that shadow a name included.
-            names=tuple(sorted(set(program.variables()) & scope)),
-            comprehensions=scan.comprehensions if scan else 0,
-            plus=scan.plus if scan else 0,
-            literal_items=scan.commas if scan else 0,
-            refs=scan.refs if scan else 0,
-            regex=scan.regex if scan else False,
         )
+        for problem in found:
+            self.problems.append(Problem(f"{self.path}.{where}", problem.message, problem.limit, problem.max))
+        if expr is not None:
+            self.step.uses |= set(expr.names) & set(self.bound)
+        return expr
 
 
 def compile_parts(parts: RouteParts) -> CompiledRoute:

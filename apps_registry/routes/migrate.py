@@ -12,14 +12,14 @@ from typing import Any
 from apps_registry.exceptions import HandlerError
 from apps_registry.routes.budget import CallBudget
 from apps_registry.routes.compiler import Problem
-from apps_registry.routes.expressions import Expr, check_source, referenced_names, to_json
+from apps_registry.routes.expressions import Expr, compile_expression, to_json
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.steps import NAME, Call, bad_name
 from apps_registry.routes.store import MeteredStore, Store, encoded_record
 from apps_registry.values import clip, type_name
 
-# What a migration's expression may read.
-MIGRATE_NAMES = ("record", "now", "app")
+# What a migration's expression may read: the record (its data plus id), the save's time, the app.
+MIGRATE_CONTEXT = (("record", "dyn"), ("now", "timestamp"), ("app", "map(string, dyn)"))
 
 
 @dataclass(frozen=True)
@@ -51,29 +51,10 @@ def check_migration(spec: Any, limits: Limits) -> tuple[Migration | None, list[P
         if not isinstance(collection, str) or not NAME.match(collection):
             problems.append(Problem(path, bad_name("a collection name")))
             continue
-        program, found, scan = check_source(source, limits)
+        expr, found = compile_expression(source, limits=limits, context=MIGRATE_CONTEXT, route="migrate", where=path)
         problems.extend(Problem(path, p.message, p.limit, p.max) for p in found)
-        if program is None:
-            continue
-        unknown = sorted(referenced_names(program, source) - set(MIGRATE_NAMES))
-        if unknown:
-            problems.append(
-                Problem(path, f"unknown name(s) {', '.join(unknown)}; names available here: {', '.join(MIGRATE_NAMES)}")
-            )
-            continue
-        assert scan is not None
-        exprs[collection] = Expr(
-            source=source,
-            program=program,
-            route="migrate",
-            where=path,
-            names=tuple(sorted(set(program.variables()) & set(MIGRATE_NAMES))),
-            comprehensions=scan.comprehensions,
-            plus=scan.plus,
-            literal_items=scan.commas,
-            refs=scan.refs,
-            regex=scan.regex,
-        )
+        if expr is not None:
+            exprs[collection] = expr
     if problems:
         return None, problems
     return Migration(exprs=exprs), []

@@ -341,7 +341,9 @@ class ForEachStep(StepKind):
                 parser.problem(f"{path}.for_each.{key}", "required")
         if "in" in body:
             compiled = parser.expression(body["in"], "for_each.in")
-            if compiled is not None:
+            if compiled is not None and not (compiled.type == "dyn" or compiled.type.startswith("list")):
+                parser.problem(f"{path}.for_each.in", f"must be a list to loop over, but it gives {compiled.type}")
+            elif compiled is not None:
                 step.exprs["in"] = compiled
         item = body.get("as")
         if "as" in body and (not isinstance(item, str) or not NAME.match(item)):

@@ -27,6 +27,7 @@ ONE_OF = (
     "fail, return, for_each (and optionally 'as' and 'when'); found keys "
 )
 SCOPE = "names available here: app, caller, now, params"
+STRING_OF_LIST = "string() of a list or map is not defined; use a list's join(',') or build the text yourself"
 
 
 def app(**fields: Any) -> dict[str, Any]:
@@ -629,6 +630,161 @@ ROWS = [
         {},
         [{"path": "routes.r.steps[0].let", "message": "unknown name(s) y; " + SCOPE}],
         id="expr-name-bound-later",
+    ),
+    # --- type checks when saved (the expression library: routes/library.py) ---
+    pytest.param(
+        steps({"let": "now", "as": "a"}, {"let": "1", "as": "b"}, {"let": "now.substring(0, 10)", "as": "c"}),
+        {},
+        [
+            {
+                "path": "routes.r.steps[2].let",
+                "message": "no function 'substring' for a timestamp; did you mean date(now, tz)?",
+            }
+        ],
+        id="type-substring-of-a-timestamp",
+    ),
+    pytest.param(
+        steps({"return": "string([1, 2])"}),
+        {},
+        [
+            {
+                "path": "routes.r.steps[0].return",
+                "message": STRING_OF_LIST,
+            }
+        ],
+        id="type-string-of-a-list",
+    ),
+    pytest.param(
+        steps({"return": "'total: ' + string({'a': 1})"}),
+        {},
+        [
+            {
+                "path": "routes.r.steps[0].return",
+                "message": STRING_OF_LIST,
+            }
+        ],
+        id="type-string-of-a-map",
+    ),
+    pytest.param(
+        steps({"return": "nofunc(1)"}),
+        {},
+        [
+            {
+                "path": "routes.r.steps[0].return",
+                "message": "no function 'nofunc' (the library's functions are listed in the authoring guide)",
+            }
+        ],
+        id="type-unknown-function",
+    ),
+    pytest.param(
+        steps({"return": "'Milk'.lower()"}),
+        {},
+        [
+            {
+                "path": "routes.r.steps[0].return",
+                "message": "no function 'lower'; did you mean lowerAscii()? "
+                "(the library's functions are listed in the authoring guide)",
+            }
+        ],
+        id="type-unknown-method-from-another-language",
+    ),
+    pytest.param(
+        steps({"return": "math.rnd(2.5)"}),
+        {},
+        [
+            {
+                "path": "routes.r.steps[0].return",
+                "message": "no function 'math.rnd'; did you mean math.round? "
+                "(the library's functions are listed in the authoring guide)",
+            }
+        ],
+        id="type-unknown-function-close-to-one",
+    ),
+    pytest.param(
+        steps({"return": "'abc'.substring('a')"}),
+        {},
+        [
+            {
+                "path": "routes.r.steps[0].return",
+                "message": "no function 'substring' for a string with (string); "
+                "substring takes string.substring(int) or string.substring(int, int)",
+            }
+        ],
+        id="type-wrong-argument-type",
+    ),
+    pytest.param(
+        steps({"return": "addDays(1, 1)"}),
+        {},
+        [
+            {
+                "path": "routes.r.steps[0].return",
+                "message": "no function 'addDays' for (int, int); addDays takes addDays(string day, int)",
+            }
+        ],
+        id="type-wrong-argument-type-of-a-function",
+    ),
+    pytest.param(
+        steps({"return": "date(now)"}),
+        {},
+        [
+            {
+                "path": "routes.r.steps[0].return",
+                "message": "wrong arguments for date(): it takes date(timestamp, string time zone)",
+            }
+        ],
+        id="type-wrong-argument-count",
+    ),
+    pytest.param(
+        steps({"return": "'abc'.substring(1, 2, 3)"}),
+        {},
+        [
+            {
+                "path": "routes.r.steps[0].return",
+                "message": "wrong arguments for substring(): it takes "
+                "string.substring(int) or string.substring(int, int)",
+            }
+        ],
+        id="type-wrong-argument-count-of-a-method",
+    ),
+    pytest.param(
+        steps({"return": "1 + 2.5"}),
+        {},
+        [
+            {
+                "path": "routes.r.steps[0].return",
+                "message": "'+' is not defined for an int and a double; CEL does not mix them: "
+                "write 2.0 rather than 2, or convert with double(n) or int(x)",
+            }
+        ],
+        id="type-int-plus-double",
+    ),
+    pytest.param(
+        steps({"return": "'n: ' + size(params)"}),
+        {},
+        [
+            {
+                "path": "routes.r.steps[0].return",
+                "message": "'+' is not defined for a string and an int; convert the other side with string(x) first",
+            }
+        ],
+        id="type-string-plus-int",
+    ),
+    pytest.param(
+        steps({"return": "caller.id.name"}),
+        {},
+        [
+            {
+                "path": "routes.r.steps[0].return",
+                "message": "a string has no fields (at column 10): '.name' reads a key of a map",
+            }
+        ],
+        id="type-field-of-a-string",
+    ),
+    pytest.param(
+        steps({"let": "1", "as": "x"}, {"return": "x.map(y, y + missing)"}),
+        {},
+        [{"path": "routes.r.steps[1].return", "message": "unknown name(s) missing; " + SCOPE + ", x"}],
+        id="type-unknown-name-in-a-comprehension",
     ),
     pytest.param(
         steps({"get": "c"}),

@@ -108,7 +108,7 @@ def test_a_record_the_migration_fails_on_refuses_the_whole_save(user):
         ),
         (
             {"books": "params.x"},
-            [{"path": "migrate.books", "message": "unknown name(s) params; names available here: record, now, app"}],
+            [{"path": "migrate.books", "message": "unknown name(s) params; names available here: app, now, record"}],
         ),
         (
             {"2books": "record"},

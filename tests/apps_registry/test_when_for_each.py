@@ -302,3 +302,13 @@ def test_an_invalid_for_each_is_an_invalid_definition_through_the_service(user):
     assert {"path": "routes.r.steps[0].for_each.steps", "message": "must be a non-empty array of steps"} in (
         caught.value.errors
     )
+
+
+def test_a_when_or_an_in_of_the_wrong_type_is_refused_when_saved():
+    assert problems_of([{"let": "1", "as": "x", "when": "params.flag"}, {"return": "x"}]) == []  # dyn: checked when run
+    assert problems_of([{"let": "1", "as": "x", "when": "size('abc')"}, {"return": "x"}]) == [
+        {"path": "routes.r.steps[0].when", "message": "must be a condition (a boolean), but it gives int"}
+    ]
+    assert problems_of([{"for_each": {"in": "'abc'", "as": "c", "steps": [{"let": "c", "as": "y"}]}}]) == [
+        {"path": "routes.r.steps[0].for_each.in", "message": "must be a list to loop over, but it gives string"}
+    ]

@@ -237,5 +237,5 @@ def test_update_app_migrates_the_records_with_the_save(live, alice, habits, mode
     )
     assert refused["error"]["kind"] == "invalid_definition"
     assert refused["error"]["errors"] == [
-        {"path": "migrate.logs", "message": "unknown name(s) x; names available here: record, now, app"}
+        {"path": "migrate.logs", "message": "unknown name(s) x; names available here: app, now, record"}
     ]
