@@ -442,9 +442,7 @@ def _parse_step(
     if "when" in raw:
         step.when = parser.expression(raw["when"], "when")
         if step.when is not None and step.when.type not in ("bool", "dyn"):
-            problems.append(
-                Problem(f"{path}.when", f"must be a condition (a boolean), but it gives {step.when.type}")
-            )
+            problems.append(Problem(f"{path}.when", f"must be a condition (a boolean), but it gives {step.when.type}"))
     step_kind.parse(step, raw[op], path, parser)
     return step if len(problems) == before else None
 
