@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from apps_registry.routes.compiler import DefinitionParts, legacy_steps
 from apps_registry.routes.limits import LIMIT_SETTINGS, Limits
 from apps_registry.routes.steps import STEP_KINDS, walk_steps
+from apps_registry.routes.types import AdvisoryDraft
 from apps_registry.routes.worstcase import route_risk
 
 # The kinds named here, those the step kinds name (routes/steps.py), and failing-tests (services/definitions.py).
@@ -28,15 +28,6 @@ AUTHORING_KINDS = tuple(
     )
 )
 DOC_URL = "docs/authoring.md#advisories"
-
-
-@dataclass(frozen=True)
-class AdvisoryDraft:
-    kind: str
-    severity: str
-    summary: str
-    user_summary: str
-    data: dict[str, Any] = field(default_factory=dict)
 
 
 def authoring_advisories(parts: DefinitionParts, limits: Limits) -> list[AdvisoryDraft]:

@@ -20,10 +20,10 @@ from apps_registry.routes.dates import BUCKETS, zone
 from apps_registry.routes.expressions import Expr, to_json
 from apps_registry.routes.limits import limit_details
 from apps_registry.routes.store import Group, Measure, Where
+from apps_registry.routes.types import AdvisoryDraft
 from apps_registry.values import clip, json_repr, type_name
 
 if TYPE_CHECKING:
-    from apps_registry.routes.advisories import AdvisoryDraft
     from apps_registry.routes.budget import CallBudget
     from apps_registry.routes.limits import Limits
     from apps_registry.routes.store import MeteredStore
@@ -237,8 +237,6 @@ class FindStep(StepKind):
         return {"items": rows[:kept], "next_cursor": next_cursor, "truncated": truncated}
 
     def advisories(self, route: str, step: Step, limits: Limits) -> list[AdvisoryDraft]:
-        from apps_registry.routes.advisories import AdvisoryDraft
-
         if "limit" in step.exprs:
             return []
         return [
