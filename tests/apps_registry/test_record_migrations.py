@@ -206,3 +206,59 @@ def test_a_stale_migration_is_queued_again_and_a_second_one_refused(user, many):
     many.refresh_from_db()
     with pytest.raises(AppMigrating, match="cannot save a new migration until it ends"):
         _save(user, many, {"books": "record"})
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_killed_mid_migration_loses_and_repeats_no_record(user, settings):
+    """manage.py db_worker runs the queued migration and is killed (SIGKILL) part-way; resuming finishes it with
+    every record migrated exactly once."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from django.db import connection
+
+    settings.CHARMING_ROUTES_MIGRATE_INLINE_RECORDS = 5
+    app = definition_save(actor=user, definition=BOOKS).app
+    storage = Storage.objects.get(app=app)
+    total = 8_000
+    Record.objects.bulk_create(
+        Record(storage=storage, collection="books", record_id=f"b{i}", data={"title": f"Book {i}", "n": i})
+        for i in range(total)
+    )
+    saved = _save(user, app, {"books": TAGGED})
+    assert saved.migration.as_dict()["status"] == "queued"
+    s = connection.settings_dict
+    password = f":{s['PASSWORD']}" if s["PASSWORD"] else ""
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{s['USER']}{password}@{s['HOST']}:{s['PORT']}/{s['NAME']}",
+        "CHARMING_ROUTES_MIGRATE_INLINE_RECORDS": "5",
+    }
+    root = Path(__file__).resolve().parents[2]
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "db_worker", "--no-startup-delay", "--interval", "0.05"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while RecordMigration.objects.get(pk=saved.migration.queued_id).done < 2 * record_migrations.BATCH:
+            assert time.monotonic() < deadline, "the worker never started the migration"
+            assert worker.poll() is None, "the worker exited"
+            time.sleep(0.02)
+    finally:
+        worker.kill()
+        worker.wait()
+    row = RecordMigration.objects.get(pk=saved.migration.queued_id)
+    assert row.status == "queued" and 0 < row.done < total, (row.status, row.done)
+    assert App.objects.get(pk=app.pk).migrating
+    row = record_migration_run(migration_id=row.id)  # what the task queued again does
+    assert (row.status, row.done) == ("done", total)
+    touched = list(Record.objects.filter(storage=storage).values_list("data__touched", flat=True))
+    assert len(touched) == total and set(touched) == {1}
