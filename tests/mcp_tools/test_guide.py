@@ -34,3 +34,13 @@ def test_the_guide_names_every_step_kind_and_every_authoring_tool():
         assert f"| `{kind}` |" in text, kind
     for tool in ("check_app", "create_app", "get_app_source", "update_app"):
         assert tool in text
+
+
+def test_the_guides_patterns_app_is_valid_and_its_tests_pass(user):
+    patterns = re.search(r"## Patterns\n.*?```json\n(.*?)```", guide_text(), re.S)
+    assert patterns is not None
+    checked = definition_dry_run(actor=user, definition=json.loads(patterns.group(1)))
+    assert checked.problems == []
+    assert [(r.name, r.passed, r.failures) for r in checked.tests if not r.passed] == []
+    assert len(checked.tests) == 8
+    assert [a.kind for a in checked.advisories] == []
