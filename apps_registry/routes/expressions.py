@@ -257,8 +257,21 @@ _PLUS_RUN = 16
 _RECURSION = "Exceeded max recursion depth"
 
 
+_SUBSTRING_CALL = re.compile(r"\.(\s*)substring(\s*)\(")
+
+
 def parseable(source: str) -> str:
-    """`source` with raw string literals ending in a backslash written as ordinary escaped literals."""
+    """`source` with raw string literals ending in a backslash written as ordinary escaped literals, and the
+    strings extension's `.substring(` as the engine's own (library.substring: cel-cpp 0.1.3 refuses an end
+    index equal to the string's size)."""
+    if "substring" in source:
+        code = _scan(source).code  # strings and comments blanked: only calls are rewritten
+        for match in reversed(list(_SUBSTRING_CALL.finditer(code))):
+            source = (
+                source[: match.start()]
+                + f".{match.group(1)}{library.SUBSTRING}{match.group(2)}("
+                + source[match.end() :]
+            )
     if "\\" not in source:
         return source
     out: list[str] = []
@@ -411,6 +424,7 @@ def check_types(source: str, declarations: library.Declarations) -> Checked:
         return Checked(program, program.return_type().name().lower(), [])
     except RuntimeError as exc:
         errors = _cel_errors(str(exc))
+    errors = [(line, column, text.replace(library.SUBSTRING, "substring")) for line, column, text in errors]
     messages = [_check_message(source, line, column, text) for line, column, text in errors]
     if _STORED.get() or all(message is None for message in messages):
         return Checked(cel_compile(source, declarations, check=False), "dyn", [])
@@ -439,6 +453,10 @@ _OPERATORS = {
 _NAMESPACES = frozenset({"math", "lists", "strings"})
 # Names from other languages, with the library's own.
 _INSTEAD = {
+    "reduce": "sum(list) for a total, or an aggregate step over records",
+    "cel.bind": "a let step, which names a value for the steps after it",
+    "transformMap": "map(x, ...) over a list, or a let step building the map",
+    "fold": "sum(list) for a total, or an aggregate step over records",
     "len": "size(x)",
     "length": "size(x)",
     "lower": "lowerAscii()",
@@ -525,13 +543,33 @@ def _undeclared_message(source: str, line: int, column: int, name: str) -> str |
     known = _FUNCTIONS.get(name)
     if known is not None:
         return f"wrong arguments for {name}(): it takes {_signatures(known)}"
-    what = f"no function '{name}'"
+    return no_function_message(name)
+
+
+def no_function_message(name: str) -> str:
+    """ "no function 'x'", with the library's nearest name or what to use instead, and where the list is."""
     instead = _INSTEAD.get(name)
     if instead is None:
         close = difflib.get_close_matches(name, sorted(library.FUNCTION_NAMES), n=1, cutoff=0.75)
         instead = close[0] if close else None
     hint = f"; did you mean {instead}?" if instead else ""
-    return f"{what}{hint} ({_GUIDE})"
+    return f"no function '{name}'{hint} ({_GUIDE})"
+
+
+# A method call whose first argument names an item (`xs.reduce(a, x, ...)`, `cel.bind(x, ...)`): when the method
+# is not the library's, its "unknown names" are that function's item names, and the function is what is missing.
+_ITEM_CALL = re.compile(r"(?:\.\s*|\b(cel)\s*\.\s*)([A-Za-z_]\w*)\s*\(\s*([A-Za-z_]\w*)\s*,")
+
+
+def _unknown_function(code: str, missing: list[str]) -> str | None:
+    for match in _ITEM_CALL.finditer(code):
+        qualifier, name, item = match.groups()
+        called = f"{qualifier}.{name}" if qualifier else name
+        if item in missing and called not in library.FUNCTION_NAMES and name not in library.MACROS:
+            return no_function_message(called)
+    if "cel" in missing:
+        return no_function_message("cel.bind") if "bind" in code else None
+    return None
 
 
 def _overload_message(source: str, line: int, column: int, function: str, types: list[str]) -> str:
@@ -707,6 +745,8 @@ def compile_expression(
     scope = context_names | set(bound)
     names = referenced_names(scan, scope)
     missing = sorted(names - scope)
+    if missing and (unknown := _unknown_function(scan.code, missing)) is not None:
+        return None, [ExpressionProblem(unknown)]
     if missing:
         return None, [
             ExpressionProblem(f"unknown name(s) {', '.join(missing)}; names available here: {', '.join(sorted(scope))}")

@@ -13,6 +13,7 @@ import datetime as dt
 import re
 import zoneinfo
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -84,8 +85,38 @@ def days_between(start: str, end: str) -> int:
     return (_day(end) - _day(start)).days
 
 
+def total(values: list[Any]) -> Any:
+    """sum(list): numbers added exactly as decimals (0.1 + 0.2 is 0.3, as aggregate's sums); ints give an int."""
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
+        raise ValueError("sum() takes a list of numbers")
+    if all(isinstance(v, int) for v in values):
+        return sum(values)
+    return float(sum((Decimal(repr(v)) for v in values), Decimal(0)))
+
+
+def substring(text: str, start: int, end: int | None = None) -> str:
+    """The strings extension's substring, as cel-go defines it: code points [start, end), 0 <= start <= end <=
+    size (cel-cpp 0.1.3 refuses end == size, so the engine compiles `.substring(` to this)."""
+    stop = len(text) if end is None else end
+    if not 0 <= start <= len(text) or not start <= stop <= len(text):
+        raise ValueError(f"substring({start}, {stop}) is out of range for a string of {len(text)} characters")
+    return text[start:stop]
+
+
+# What `.substring(` is compiled as (see `substring`): as long as "substring", so the checker's positions stay
+# those of the author's text; messages name it substring again.
+SUBSTRING = "subString"
+
 _T = cel.Type
 _HELPERS = [
+    cel.FunctionDecl("sum", [cel.Overload("sum_list", _T.DYN, [_T.List(_T.DYN)], impl=total)]),
+    cel.FunctionDecl(
+        SUBSTRING,
+        [
+            cel.Overload("substring_from", _T.STRING, [_T.STRING, _T.INT], is_member=True, impl=substring),
+            cel.Overload("substring_range", _T.STRING, [_T.STRING, _T.INT, _T.INT], is_member=True, impl=substring),
+        ],
+    ),
     cel.FunctionDecl(
         "date", [cel.Overload("date_timestamp_string", _T.STRING, [_T.TIMESTAMP, _T.STRING], impl=date_of)]
     ),
@@ -293,6 +324,7 @@ FUNCTIONS: tuple[LibraryFunction, ...] = (
     LibraryFunction(
         "addDays", "dates", ("addDays(string day, int) -> string",), "addDays('2026-12-31', 1)", "2027-01-01"
     ),
+    LibraryFunction("sum", "lists", ("sum(list) -> int or double",), "sum([0.1, 0.2, 2.5])", 2.8),
     LibraryFunction(
         "daysBetween",
         "dates",

@@ -193,3 +193,47 @@ def test_a_step_may_bind_a_name_the_library_uses_as_a_namespace_or_a_type_name()
         "size": 2,
         "is_map": True,
     }
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("'abc'.substring(0, 3)", "abc"),  # end == size: cel-cpp 0.1.3's own refuses it, the engine's does not
+        ("'2026-11'.substring(5, 7)", "11"),
+        ("'abc'.substring(3)", ""),
+        ("'abc'.substring(1, 1)", ""),
+        ("sum([0.1, 0.2])", 0.3),
+        ("sum([1, 2, 3])", 6),
+        ("sum([])", 0),
+        ("sum([1, 2.5])", 3.5),
+    ],
+)
+def test_substring_to_the_end_and_exact_sums(source, expected):
+    from apps_registry.routes.expressions import compile_expression
+    from apps_registry.routes.library import CONTEXT_DECLARATIONS, evaluate
+    from apps_registry.routes.limits import Limits
+
+    expr, problems = compile_expression(source, limits=Limits(), context=CONTEXT_DECLARATIONS, route="r", where="w")
+    assert problems == []
+    value = evaluate(expr.program, {})
+    assert value == expected and type(value) is type(expected)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("[1.5].reduce(a, x, a + x, 0.0)", "no function 'reduce'; did you mean sum(list) for a total"),
+        ("cel.bind(x, 1, x + 1)", "no function 'cel.bind'; did you mean a let step"),
+        ("'abc'.substring(1, 9)", None),  # compiles; out of range at run time
+    ],
+)
+def test_a_function_the_library_lacks_is_named_not_its_item_names(source, message):
+    from apps_registry.routes.expressions import compile_expression
+    from apps_registry.routes.library import CONTEXT_DECLARATIONS
+    from apps_registry.routes.limits import Limits
+
+    expr, problems = compile_expression(source, limits=Limits(), context=CONTEXT_DECLARATIONS, route="r", where="w")
+    if message is None:
+        assert problems == [] and expr is not None
+    else:
+        assert len(problems) == 1 and problems[0].message.startswith(message)
