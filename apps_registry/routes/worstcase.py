@@ -124,7 +124,7 @@ class _Trial:
             return _records(rows), rows
         if op == "aggregate":
             cap = self._cap(step)
-            rows = self.n if cap is None else min(cap, self.n)
+            rows = 1 if not step.groups else self.n if cap is None else min(cap, self.n)
             width = 1 + 2 * (len(step.groups) + len(step.measures))
             return Size(items=rows * width + 1, chars=rows * 20 * len(step.groups), longest=rows), rows
         if op in ("get", "insert", "update", "upsert", "delete"):

@@ -161,7 +161,7 @@ def definition_save(
                 app=app, storage_id=Storage.objects.get(app=app).id, version=version, migration=migration, spec=migrate
             )
         Advisory.objects.filter(app=app, kind__in=AUTHORING_KINDS).delete()
-        drafts = authoring_advisories(parts, limits) + tests_advisories(results, saved=True)
+        drafts = _unproven(authoring_advisories(parts, limits), parts, results) + tests_advisories(results, saved=True)
         drafts += unindexed_advisories(parts, limits, records_held=_records_held(app))
         Advisory.objects.bulk_create(
             Advisory(
@@ -212,9 +212,31 @@ def definition_dry_run(*, actor: Any, definition: Any) -> CheckedDefinition:
     results = tests_run(parts=parts, actor=actor, role="owner", app_id=str(uuid.uuid4()), limits=limits)
     return CheckedDefinition(
         problems=[],
-        advisories=authoring_advisories(parts, limits) + tests_advisories(results, saved=False),
+        advisories=_unproven(authoring_advisories(parts, limits), parts, results)
+        + tests_advisories(results, saved=False),
         tests=results,
     )
+
+
+def _unproven(drafts: list[AdvisoryDraft], parts: DefinitionParts, results: list[TestResult]) -> list[AdvisoryDraft]:
+    """`drafts` less the over-limit-route estimates a passing test disproves: one calling the route with at least
+    the estimated number of records in each collection the estimate names (generated ones included)."""
+    sizes: dict[str, dict[str, int]] = {}
+    for test, result in zip(parts.tests, results, strict=False):
+        if not result.passed:
+            continue
+        held = sizes.setdefault(test.route, {})
+        for collection in {*test.records, *test.generated}:
+            count = len(test.records.get(collection, [])) + len(test.generated.get(collection, []))
+            held[collection] = max(held.get(collection, 0), count)
+    kept = []
+    for draft in drafts:
+        if draft.kind == "over-limit-route":
+            held = sizes.get(draft.data["route"], {})
+            if all(held.get(c, 0) >= draft.data["records"] for c in draft.data["collections"]):
+                continue
+        kept.append(draft)
+    return kept
 
 
 def tests_run(*, parts: DefinitionParts, actor: Any, role: str, app_id: str, limits: Limits) -> list[TestResult]:

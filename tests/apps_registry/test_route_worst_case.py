@@ -43,7 +43,7 @@ def test_a_bounded_route_gets_no_advisory():
     assert risks([{"count": {"collection": "books"}, "as": "n"}, {"return": "n"}]) == []
     by_year = {"aggregate": {"collection": "books", "group_by": {"year": "year"}, "values": {"n": {"count": True}}}}
     assert risks([{**by_year, "as": "rows"}, {"return": "rows"}]) == [
-        {"route": "r", "step": "steps[0]", "limit": "records_read_per_call", "records": 1001}
+        {"route": "r", "step": "steps[0]", "limit": "records_read_per_call", "records": 1001, "collections": ["books"]}
     ]  # without a limit, each group counts as a record read
     limited = {"aggregate": {**by_year["aggregate"], "limit": "100"}}
     assert risks([{**limited, "as": "rows"}, {"return": "rows"}]) == []
@@ -84,7 +84,13 @@ def test_a_for_each_over_found_records_fails_past_its_bound():
         },
     ]
     (found,) = risks(steps, kind="mutation")
-    assert found == {"route": "r", "step": "steps[1].for_each.in", "limit": "for_each_items", "records": 101}
+    assert found == {
+        "route": "r",
+        "step": "steps[1].for_each.in",
+        "limit": "for_each_items",
+        "records": 101,
+        "collections": ["books"],
+    }
 
 
 @pytest.mark.django_db
@@ -92,8 +98,39 @@ def test_the_save_carries_the_advisory_in_words(user):
     app = one_route_app(user, PER_YEAR, kind="query")
     advisory = Advisory.objects.get(app=app, kind="over-limit-route")
     assert advisory.severity == "warn"
-    assert advisory.summary.startswith("Route 'r' steps[1].let: once its finds return about ")
+    assert advisory.summary.startswith("Route 'r' steps[1].let: once its finds (or groups) reach about ")
+    assert advisory.user_summary == ""  # an estimate for the author: the app's page does not alarm people with it
     assert "records of 'books', a call passes the limit cel_work (20000000, CHARMING_ROUTES_MAX_CEL_WORK)" in (
         advisory.summary
     )
     assert "compute totals with an aggregate step" in advisory.summary
+
+
+def test_an_aggregate_without_groups_is_one_row():
+    total = {"aggregate": {"collection": "books", "values": {"n": {"count": True}}}, "as": "t"}
+    assert risks([total, {"return": "t"}]) == []
+
+
+@pytest.mark.django_db
+def test_a_passing_test_at_the_estimated_size_settles_the_advisory(user):
+    from apps_registry.services.definitions import definition_dry_run
+
+    definition = {
+        "name": "Shelf",
+        "collections": {"books": {}},
+        "routes": {"r": {"kind": "query", "steps": PER_YEAR}},
+        "tests": [{"route": "r", "records": {"books": [{"year": 2020}]}, "expect": {"value": [1]}}],
+    }
+    small = definition_dry_run(actor=user, definition=definition)
+    (advisory,) = [a for a in small.advisories if a.kind == "over-limit-route"]
+    size = advisory.data["records"]
+    definition["tests"].append(
+        {
+            "route": "r",
+            "records": {"books": {"generate": size, "like": {"year": "2000 + i % 3"}}},
+            "expect": {"value": [size // 3 + (1 if i % 3 < size % 3 else 0) for i in range(size)]},
+        }
+    )
+    at_size = definition_dry_run(actor=user, definition=definition)
+    assert [r.passed for r in at_size.tests] == [True, True]
+    assert [a.kind for a in at_size.advisories if a.kind == "over-limit-route"] == []
