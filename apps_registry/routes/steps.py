@@ -47,6 +47,7 @@ class Condition:
     path: tuple[str, ...]  # ("id",) is the record's id
     op: str
     expr: Expr
+    when: Expr | None = None  # the condition applies only when this is true (an optional filter)
 
 
 @dataclass(frozen=True)
@@ -585,17 +586,27 @@ def _parse_where(step: Step, key: str, spec: Key, value: Any, path: str, where: 
         if not isinstance(field_name, str) or not FIELD_PATH.match(field_name):
             parser.problem(f"{path}.{field_name}", "must be a field name such as 'category' or 'a.b'")
             continue
-        tests = test if isinstance(test, dict) else {"eq": test}
+        tests = dict(test) if isinstance(test, dict) else {"eq": test}
+        when = None
+        if "when" in tests:
+            when = parser.expression(tests.pop("when"), f"{where}.{field_name}.when")
+            if when is not None and when.type not in ("bool", "dyn"):
+                parser.problem(f"{path}.{field_name}.when", f"must be a condition (a boolean), but it gives {when.type}")
+                when = None
+            if not tests:
+                parser.problem(f"{path}.{field_name}", "a 'when' needs a comparison beside it, such as eq")
         for op, source in tests.items():
             if op not in WHERE_OPS:
-                parser.problem(f"{path}.{field_name}.{op}", f"unknown comparison; use {', '.join(WHERE_OPS)}")
+                parser.problem(
+                    f"{path}.{field_name}.{op}", f"unknown comparison; use {', '.join(WHERE_OPS)} (and when)"
+                )
                 continue
             if op == "contains" and field_name == "id":
                 parser.problem(f"{path}.id.contains", "a record's id is a string, not a list; use eq or in")
                 continue
             compiled = parser.expression(source, f"{where}.{field_name}" + (f".{op}" if isinstance(test, dict) else ""))
             if compiled is not None:
-                step.where.append(Condition(path=tuple(field_name.split(".")), op=op, expr=compiled))
+                step.where.append(Condition(path=tuple(field_name.split(".")), op=op, expr=compiled, when=when))
 
 
 def _parse_order_by(step: Step, key: str, spec: Key, value: Any, path: str, where: str, parser: StepParser) -> None:
@@ -795,7 +806,13 @@ def path_of(value: Any, wanted: str, path: str = "$") -> str:
 def where_values(step: Step, call: Call) -> Where:
     where = []
     for condition in step.where:
-        at = condition.expr.where.split(".", 1)[1]
+        at = condition.expr.where.removeprefix(f"{step.at}.")
+        if condition.when is not None:
+            applies = condition.when.evaluate(call)
+            if not isinstance(applies, bool):
+                raise wrong(step, call, condition.when.where.removeprefix(f"{step.at}."), "a boolean", applies)
+            if not applies:
+                continue
         value = json_value(step, call, at, condition.expr.evaluate(call))
         values = value if condition.op == "in" else [value]
         if condition.op == "in" and not isinstance(value, list):

@@ -887,7 +887,7 @@ ROWS = [
         [
             {
                 "path": "routes.r.steps[0].count.where.a.like",
-                "message": "unknown comparison; use eq, ne, gt, gte, lt, lte, in, contains",
+                "message": "unknown comparison; use eq, ne, gt, gte, lt, lte, in, contains (and when)",
             }
         ],
         id="where-unknown-comparison",

@@ -312,3 +312,72 @@ def test_a_when_or_an_in_of_the_wrong_type_is_refused_when_saved():
     assert problems_of([{"for_each": {"in": "'abc'", "as": "c", "steps": [{"let": "c", "as": "y"}]}}]) == [
         {"path": "routes.r.steps[0].for_each.in", "message": "must be a list to loop over, but it gives string"}
     ]
+
+
+# --- when on a where condition: an optional filter --------------------------------------------
+
+OPTIONAL = [
+    {
+        "find": {
+            "collection": "expenses",
+            "where": {
+                "category": {"eq": "params.category", "when": "has(params.category)"},
+                "amount": {"gte": "params.min", "lt": "1000.0", "when": "has(params.min)"},
+            },
+            "limit": "10",
+        },
+        "as": "found",
+    },
+    {"return": "found.map(e, e.id)"},
+]
+
+
+def _expenses() -> MemoryStore:
+    return MemoryStore(
+        records={
+            "expenses": {
+                "a": {"category": "food", "amount": 5.0},
+                "b": {"category": "rent", "amount": 700.0},
+                "c": {"category": "food", "amount": 50.0},
+            }
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({}, ["a", "b", "c"]),
+        ({"category": "food"}, ["a", "c"]),
+        ({"min": 10.0}, ["b", "c"]),
+        ({"category": "food", "min": 10.0}, ["c"]),
+    ],
+)
+def test_a_where_condition_with_when_applies_only_when_it_is_true(params, expected):
+    route = compiled(OPTIONAL, kind="query")
+    assert run_memory(route, _expenses(), params) == expected
+
+
+@pytest.mark.django_db
+def test_an_optional_filter_in_the_database(user):
+    app = one_route_app(user, OPTIONAL, kind="query")
+    from apps_registry.models import Record
+
+    for record_id, data in _expenses().collection("expenses").items():
+        Record.objects.create(storage=app.storage, collection="expenses", record_id=record_id, data=data)
+    assert sorted(run(user, app, "r", {"category": "food"}, kind="query")) == ["a", "c"]
+    assert sorted(run(user, app, "r", {}, kind="query")) == ["a", "b", "c"]
+
+
+def test_a_where_when_is_checked_when_saved():
+    bad = [{"count": {"collection": "c", "where": {"k": {"eq": "1", "when": "'yes'"}}}, "as": "n"}, {"return": "n"}]
+    assert problems_of(bad, "query") == [
+        {
+            "path": "routes.r.steps[0].count.where.k.when",
+            "message": "must be a condition (a boolean), but it gives string",
+        }
+    ]
+    alone = [{"count": {"collection": "c", "where": {"k": {"when": "true"}}}, "as": "n"}, {"return": "n"}]
+    assert problems_of(alone, "query") == [
+        {"path": "routes.r.steps[0].count.where.k", "message": "a 'when' needs a comparison beside it, such as eq"}
+    ]
