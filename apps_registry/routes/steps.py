@@ -591,7 +591,9 @@ def _parse_where(step: Step, key: str, spec: Key, value: Any, path: str, where: 
         if "when" in tests:
             when = parser.expression(tests.pop("when"), f"{where}.{field_name}.when")
             if when is not None and when.type not in ("bool", "dyn"):
-                parser.problem(f"{path}.{field_name}.when", f"must be a condition (a boolean), but it gives {when.type}")
+                parser.problem(
+                    f"{path}.{field_name}.when", f"must be a condition (a boolean), but it gives {when.type}"
+                )
                 when = None
             if not tests:
                 parser.problem(f"{path}.{field_name}", "a 'when' needs a comparison beside it, such as eq")
