@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from apps_registry.exceptions import CharmingError, HandlerError, OperationFailed
@@ -41,7 +42,7 @@ from apps_registry.values import clip, json_repr, text_problems
 
 MAX_TESTS = 50
 MAX_RECORDS_PER_TEST = 200
-TEST_KEYS = ("name", "route", "params", "records", "expect", "records_after")
+TEST_KEYS = ("name", "route", "params", "now", "records", "expect", "records_after")
 EXPECT_KEYS = ("value", "error", "message")
 GENERATE_KEYS = ("generate", "like")
 RECORD_ID_CHARS = 200  # the longest record id the records table holds
@@ -90,6 +91,7 @@ class AuthorTest:
     records_after: dict[str, list[dict[str, Any]]] | None = None
     # The generated records of each collection, as (record id, compact JSON), made when the definition is checked.
     generated: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    now: datetime | None = None  # the call's `now`, when the test fixes it (else the time it runs)
 
 
 @dataclass
@@ -223,6 +225,8 @@ def _check_test(
             if message is not None and not isinstance(message, str):
                 problems_before.report(f"{path}.expect.message", "must be a string (a fragment of the message)")
             test.expect_message = message if isinstance(message, str) else None
+    if "now" in item:
+        test.now = _test_now(item["now"], f"{path}.now", problems_before)
     if "records_after" in item:
         if isinstance(route, str) and routes.get(route) == "query":
             problems_before.report(f"{path}.records_after", "a query writes nothing; only a mutation's test has it")
@@ -231,6 +235,23 @@ def _check_test(
         templates.clear()
         return None
     return test
+
+
+def _test_now(value: Any, path: str, problems: _Counter) -> datetime | None:
+    """A test's fixed `now`: an ISO 8601 timestamp with its offset ("2026-12-02T09:30:00+01:00" or "...Z")."""
+    shape = 'must be an ISO 8601 timestamp with its offset, such as "2026-12-02T09:30:00Z"'
+    if not isinstance(value, str):
+        problems.report(path, f"{shape}, got {json_repr(value)}")
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        problems.report(path, f"{shape}, got {json_repr(value)}")
+        return None
+    if moment.tzinfo is None:
+        problems.report(path, f"{shape} (this one has no offset), got {json_repr(value)}")
+        return None
+    return moment
 
 
 class _Counter:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import datetime
 from typing import Any
 
 from django.db import DataError
@@ -30,6 +31,7 @@ def run_route(
     app_id: str,
     store: Store,
     limits: Limits,
+    now: datetime | None = None,
 ) -> Any:
     """Validate `params`, run the steps against `store` (a mutation inside `store.atomic()`) and validate
     the result; returns the route's JSON value."""
@@ -47,7 +49,7 @@ def run_route(
         )
     call = Call(
         route=route.name,
-        values={"params": params, "caller": caller, "app": {"id": app_id}, "now": timezone.now()},
+        values={"params": params, "caller": caller, "app": {"id": app_id}, "now": now or timezone.now()},
         budget=CallBudget(limits=limits, route=route.name, sizes={"params": params_size}),
         store=MeteredStore(store, max_read=limits.records_read_per_call, max_written=limits.records_written_per_call),
     )

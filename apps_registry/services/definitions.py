@@ -260,7 +260,13 @@ def tests_run(*, parts: DefinitionParts, actor: Any, role: str, app_id: str, lim
 
     def run(store: ScratchSqlStore, test: AuthorTest) -> Any:
         return run_route(
-            compiled[test.route], params=test.params, caller=caller, app_id=app_id, store=store, limits=limits
+            compiled[test.route],
+            params=test.params,
+            caller=caller,
+            app_id=app_id,
+            store=store,
+            limits=limits,
+            now=test.now,
         )
 
     return [run_test(test, scratch=scratch, run=run) for test in parts.tests]
