@@ -58,6 +58,7 @@ class GroupSpec:
     key: str
     path: tuple[str, ...]
     bucket: str | None = None
+    each: bool = False  # group by each item of a list field (a record with tags [a, b] is in groups a and b)
 
 
 @dataclass
@@ -312,7 +313,7 @@ class AggregateStep(StepKind):
 
     def run(self, step: Step, call: Call) -> Any:
         assert step.collection is not None
-        groups = [Group(g.key, g.path, g.bucket, time_zone(step, call, g.key)) for g in step.groups]
+        groups = [Group(g.key, g.path, g.bucket, time_zone(step, call, g.key), g.each) for g in step.groups]
         order = [(".".join(field_path), descending) for field_path, descending in step.order_by]
         return call.store.aggregate(
             step.collection, where_values(step, call), groups, step.measures, order, row_limit(step, call)
@@ -626,8 +627,9 @@ def _parse_order_by(step: Step, key: str, spec: Key, value: Any, path: str, wher
 
 def _parse_group_by(step: Step, key: str, spec: Key, value: Any, path: str, where: str, parser: StepParser) -> None:
     shape = (
-        'must be an object mapping each output key to a field ("category") or a date bucket '
-        '({"bucket": "month", "field": "day", "tz": "params.tz"}); {} makes one group of all records'
+        'must be an object mapping each output key to a field ("category"), a date bucket '
+        '({"bucket": "month", "field": "day", "tz": "params.tz"}) or the items of a list field ({"each": "tags"}); '
+        "{} makes one group of all records"
     )
     if not isinstance(value, dict):
         parser.problem(path, shape)
@@ -647,6 +649,17 @@ def _parse_group_by(step: Step, key: str, spec: Key, value: Any, path: str, wher
             continue
         if not isinstance(group, dict):
             parser.problem(at, shape)
+            continue
+        if "each" in group:
+            each = group["each"]
+            if set(group) != {"each"}:
+                parser.problem(at, 'a list field\'s items are grouped as {"each": "tags"}, with no other key')
+            elif not isinstance(each, str) or not FIELD_PATH.match(each) or each == "id":
+                parser.problem(f"{at}.each", "must be the name of a field holding a list, such as 'tags'")
+            elif any(g.each for g in step.groups):
+                parser.problem(f"{at}.each", "an aggregate groups by the items of one list field at most")
+            else:
+                step.groups.append(GroupSpec(name, tuple(each.split(".")), each=True))
             continue
         for extra in sorted(set(group) - {"bucket", "field", "tz"}):
             parser.problem(f"{at}.{extra}", "unknown key; a date bucket takes bucket, field, tz")

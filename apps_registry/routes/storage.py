@@ -291,6 +291,7 @@ class _AggregatePlan:
         self.select: list[str] = []
         self.select_params: list[Any] = []
         self._sort: dict[str, list[str]] = {}  # output key -> the SQL to order by (no parameters)
+        self.join = ""  # a list field's items, one row each, for an `each` group (`e.v` / `e.value`)
         self._columns: dict[str, list[int]] = {}  # output key -> its columns in the result row
         for group in groups:
             expression, params, sort = self._group(group)
@@ -311,6 +312,21 @@ class _AggregatePlan:
     def _group(self, group: Group) -> tuple[str, list[Any], str | None]:
         """(the select expression, its parameters, the SQL to order by or None for the column's position)."""
         field = self._field(group.path)
+        if group.each:
+            if self.vendor == "postgresql":
+                self.join = (
+                    " CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof("
+                    f"{field}) = 'array' THEN {field} ELSE '[]'::jsonb END) AS e(v)"
+                )
+                return "NULLIF(e.v, 'null'::jsonb)", [], None
+            path = _sqlite_path(group.path)
+            self.join = f" JOIN json_each(r.data, '{path}') AS e ON json_type(r.data, '{path}') = 'array'"
+            # The item as JSON text (types kept, as a field's group key is), ordered by its value.
+            text = (
+                "CASE e.type WHEN 'null' THEN NULL WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' "
+                "WHEN 'object' THEN e.value WHEN 'array' THEN e.value ELSE json_quote(e.value) END"
+            )
+            return text, [], "e.value"
         if group.bucket is None:
             if self.vendor == "postgresql":
                 # A missing field and a JSON null are one group (SQL NULL: last); jsonb orders numbers as numbers.
@@ -402,7 +418,7 @@ class _AggregatePlan:
         row: dict[str, Any] = {}
         for group in self.groups:
             value = raw[self._columns[group.key][0]]
-            if group.bucket is None:
+            if group.bucket is None:  # a field's (or a list item's) JSON value
                 value = _json(value)
             elif value == NOT_A_DATE:
                 raise self.not_a_date(collection)
@@ -575,7 +591,7 @@ class SqlStore:
             connection.connection.create_function("charming_bucket", 3, sqlite_bucket, deterministic=True)
         inner, params = self._filtered(collection, where).order_by().values_list("data").query.sql_with_params()
         plan = _AggregatePlan(vendor, groups, measures)
-        sql = f"SELECT {', '.join(plan.select)} FROM ({inner}) AS r"
+        sql = f"SELECT {', '.join(plan.select)} FROM ({inner}) AS r{plan.join}"
         if groups:  # by position: an expression with a parameter would not match its twin in the select list
             sql += f" GROUP BY {', '.join(str(n + 1) for n in range(len(groups)))}"
         ordering = [*(plan.order(key, descending) for key, descending in order), *(plan.order(g.key) for g in groups)]

@@ -34,6 +34,7 @@ class Group:
     path: tuple[str, ...]
     bucket: str | None = None  # day, week, month or year
     tz: str = "UTC"
+    each: bool = False  # one group per item of a list field (a record counts in each of its items' groups)
 
 
 @dataclass(frozen=True)

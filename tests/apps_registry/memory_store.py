@@ -161,9 +161,19 @@ class MemoryStore:
     ) -> list[dict[str, Any]]:
         """The SQL store's GROUP BY, in Python: the same keys, the same exact sums, the same order."""
         grouped: dict[tuple[str, ...], tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]] = {}
+        each = next((g for g in groups if g.each), None)
+        rows_in: list[tuple[str, dict[str, Any], dict[str, Any]]] = []  # a record once, or once per list item
         for record_id, data in self._selected(collection, where):
-            keys: dict[str, Any] = {}
+            items = _at(data, record_id, each.path) if each is not None else None
+            if each is None:
+                rows_in.append((record_id, data, {}))
+            elif isinstance(items, list):
+                rows_in += [(record_id, data, {each.key: item}) for item in items]
+        for record_id, data, item in rows_in:
+            keys: dict[str, Any] = dict(item)
             for group in groups:
+                if group.each:
+                    continue
                 value = _at(data, record_id, group.path)
                 value = None if value is _ABSENT else value
                 if group.bucket is not None:
