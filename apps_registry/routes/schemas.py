@@ -279,7 +279,19 @@ class SchemaValidator:
 
 
 def _error_entry(error: Any) -> dict[str, str]:
-    return {"path": json_path(error.instance_path), "message": _clip_message(error.message)}
+    return {"path": json_path(error.instance_path), "message": _clip_message(_worded(error))}
+
+
+def _worded(error: Any) -> str:
+    """jsonschema-rs's message, with its one misleading wording fixed: an exclusive bound says so ("-3.0 is less
+    than or equal to the exclusive minimum of 0", where jsonschema-rs says "the minimum of 0")."""
+    message = str(error.message)
+    kind = type(error.kind).__name__
+    if kind == "ExclusiveMinimum":
+        return message.replace("the minimum of", "the exclusive minimum of")
+    if kind == "ExclusiveMaximum":
+        return message.replace("the maximum of", "the exclusive maximum of")
+    return message
 
 
 def _items_within(value: Any, budget: int) -> bool:

@@ -269,3 +269,19 @@ def test_the_error_budget_follows_the_values_size_and_the_schemas_width():
     assert len(small) == 10 and small[0]["path"] == "$[0]"  # every error listed
     large = validator.errors([1] * ERROR_SCAN_BUDGET)
     assert len(large) == 2 and large[1]["message"].startswith("further errors may follow")
+
+
+def test_an_exclusive_bound_is_named_exclusive():
+    from apps_registry.routes.schemas import SchemaValidator
+
+    validator = SchemaValidator(
+        {
+            "type": "object",
+            "properties": {"a": {"exclusiveMinimum": 0}, "b": {"exclusiveMaximum": 5}, "c": {"minimum": 1}},
+        }
+    )
+    assert validator.errors({"a": -3.0, "b": 7, "c": 0}) == [
+        {"path": "$.a", "message": "-3.0 is less than or equal to the exclusive minimum of 0"},
+        {"path": "$.b", "message": "7 is greater than or equal to the exclusive maximum of 5"},
+        {"path": "$.c", "message": "0 is less than the minimum of 1"},
+    ]
