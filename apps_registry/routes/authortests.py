@@ -36,13 +36,14 @@ from apps_registry.routes.expressions import (
     to_json,
 )
 from apps_registry.routes.limits import Limits
+from apps_registry.routes.migrate import Migration, check_migration
 from apps_registry.routes.steps import NAME
 from apps_registry.routes.store import encoded_record
 from apps_registry.values import clip, json_repr, text_problems
 
 MAX_TESTS = 50
 MAX_RECORDS_PER_TEST = 200
-TEST_KEYS = ("name", "route", "params", "now", "records", "expect", "records_after")
+TEST_KEYS = ("name", "route", "migrate", "params", "now", "records", "expect", "records_after")
 EXPECT_KEYS = ("value", "error", "message")
 GENERATE_KEYS = ("generate", "like")
 RECORD_ID_CHARS = 200  # the longest record id the records table holds
@@ -92,6 +93,8 @@ class AuthorTest:
     # The generated records of each collection, as (record id, compact JSON), made when the definition is checked.
     generated: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     now: datetime | None = None  # the call's `now`, when the test fixes it (else the time it runs)
+    # A migration test: the `migrate` run over `records` instead of a route (its value {"migrated", "deleted"}).
+    migration: Migration | None = None
 
 
 @dataclass
@@ -187,7 +190,18 @@ def _check_test(
         problems_before.report(f"{path}.name", "must be a string")
         name = path
     route = item.get("route")
-    if not isinstance(route, str) or route not in routes:
+    migration = None
+    if "migrate" in item:
+        migration, found = check_migration(item["migrate"], limits)
+        for problem in found:
+            problems_before.report(f"{path}.{problem.path}", problem.message, problem.limit, problem.max)
+        if "route" in item:
+            problems_before.report(f"{path}.route", "a migration test runs its migrate, not a route: give one of them")
+        for key in ("params", "now"):
+            if key in item:
+                problems_before.report(f"{path}.{key}", "a migration test takes no params or now; it migrates records")
+        route = "(migrate)"
+    elif not isinstance(route, str) or route not in routes:
         known = ", ".join(sorted(routes)) or "none"
         problems_before.report(
             f"{path}.route", f"must name one of the definition's routes ({known}), got {json_repr(route)}"
@@ -198,7 +212,12 @@ def _check_test(
     records = _check_records(item.get("records", {}), f"{path}.records", problems_before, templates, limits)
     expect = item.get("expect")
     test = AuthorTest(
-        index=index, name=name, route=str(route), params=params if isinstance(params, dict) else {}, records=records
+        index=index,
+        name=name,
+        route=str(route),
+        params=params if isinstance(params, dict) else {},
+        records=records,
+        migration=migration,
     )
     if not isinstance(expect, dict):
         problems_before.report(
@@ -229,7 +248,9 @@ def _check_test(
         test.now = _test_now(item["now"], f"{path}.now", problems_before)
     if "records_after" in item:
         if isinstance(route, str) and routes.get(route) == "query":
-            problems_before.report(f"{path}.records_after", "a query writes nothing; only a mutation's test has it")
+            problems_before.report(
+                f"{path}.records_after", "a query writes nothing; only a mutation's (or a migration's) test has it"
+            )
         test.records_after = _check_records(item["records_after"], f"{path}.records_after", problems_before)
     if problems_before.count:
         templates.clear()

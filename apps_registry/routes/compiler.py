@@ -13,6 +13,7 @@ from apps_registry.routes.library import CONTEXT_DECLARATIONS
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.schemas import SchemaValidator, number_paths, schema_problems
 from apps_registry.routes.steps import FIELD_PATH, NAME, STEP_KINDS, Step, bad_name
+from apps_registry.routes.types import Problem
 from apps_registry.values import json_repr, type_name
 
 RESERVED_NAMES = frozenset(CONTEXT_NAMES) | {"true", "false", "null", "in", "as", "break", "const", "continue"}
@@ -31,21 +32,6 @@ class CompiledRoute:
     input_validator: SchemaValidator
     output_validator: SchemaValidator | None
     input_numbers: Any
-
-
-@dataclass
-class Problem:
-    path: str
-    message: str
-    limit: str | None = None
-    max: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        found: dict[str, Any] = {"path": self.path, "message": self.message}
-        if self.limit is not None:
-            found["limit"] = self.limit
-            found["max"] = self.max
-        return found
 
 
 @dataclass

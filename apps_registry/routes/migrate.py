@@ -11,11 +11,11 @@ from typing import Any
 
 from apps_registry.exceptions import HandlerError
 from apps_registry.routes.budget import CallBudget
-from apps_registry.routes.compiler import Problem
 from apps_registry.routes.expressions import Expr, compile_expression, to_json
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.steps import NAME, Call, bad_name
 from apps_registry.routes.store import MeteredStore, Store, encoded_record
+from apps_registry.routes.types import Problem
 from apps_registry.values import clip, type_name
 
 # What a migration's expression may read: the record (its data plus id), the save's time, the app.

@@ -40,7 +40,12 @@ from apps_registry.routes.runtime import run_route
 from apps_registry.routes.scratch import ScratchSqlStore
 from apps_registry.services.apps import app_create
 from apps_registry.services.collection_indexes import collection_indexes_enqueue, declared_index_keys
-from apps_registry.services.record_migrations import MigrationOutcome, migration_check, record_migration_start
+from apps_registry.services.record_migrations import (
+    MigrationOutcome,
+    migration_check,
+    record_migration_start,
+    record_migration_try,
+)
 from apps_registry.values import clip, clip_repr, first_problems, parse_uuid
 
 
@@ -259,6 +264,10 @@ def tests_run(*, parts: DefinitionParts, actor: Any, role: str, app_id: str, lim
                 transaction.set_rollback(True)
 
     def run(store: ScratchSqlStore, test: AuthorTest) -> Any:
+        if test.migration is not None:
+            return record_migration_try(
+                migration=test.migration, storage_id=store.storage_id, app_id=app_id, limits=limits
+            )
         return run_route(
             compiled[test.route],
             params=test.params,

@@ -98,6 +98,20 @@ def record_migration_start(
     return MigrationOutcome(collections=migration.collections, total=total, queued_id=row.id)
 
 
+def record_migration_try(*, migration: Migration, storage_id: uuid.UUID, app_id: str, limits: Limits) -> dict[str, int]:
+    """Run `migration` over a storage's records, as a save does inline: an author test's (on its scratch storage,
+    whose transaction is rolled back after). Its value: how many records were migrated and deleted."""
+    batch = list(
+        Record.objects.select_for_update()
+        .filter(storage_id=storage_id, collection__in=migration.collections)
+        .order_by("pk")
+    )
+    migrated, deleted = _migrate(
+        batch, migration, storage_id=storage_id, app_id=app_id, now=timezone.now(), limits=limits
+    )
+    return {"migrated": migrated, "deleted": deleted}
+
+
 def _enqueue(migration_id: uuid.UUID) -> None:
     from apps_registry.tasks import record_migration_task  # the task module imports the services
 

@@ -262,3 +262,50 @@ def test_a_real_worker_killed_mid_migration_loses_and_repeats_no_record(user, se
     assert (row.status, row.done) == ("done", total)
     touched = list(Record.objects.filter(storage=storage).values_list("data__touched", flat=True))
     assert len(touched) == total and set(touched) == {1}
+
+
+def test_an_author_test_checks_a_migration_before_it_runs(user):
+    from apps_registry.services.definitions import definition_dry_run
+
+    migrate = {"books": "record.n == 0 ? null : " + TAGGED}
+    definition = {
+        **copy.deepcopy(BOOKS),
+        "tests": [
+            {
+                "name": "tags every book, drops the empty one",
+                "migrate": migrate,
+                "records": {"books": [{"id": "b0", "title": "Zero", "n": 0}, {"id": "b1", "title": "One", "n": 1}]},
+                "expect": {"value": {"migrated": 1, "deleted": 1}},
+                "records_after": {"books": [{"id": "b1", "title": "One", "n": 1, "tags": [], "touched": 1}]},
+            },
+            {
+                "name": "a record the migration fails on",
+                "migrate": {"books": "'oops'"},
+                "records": {"books": [{"title": "X", "n": 5}]},
+                "expect": {"error": "handler_error", "message": "must give a map"},
+            },
+        ],
+    }
+    checked = definition_dry_run(actor=user, definition=definition)
+    assert checked.problems == []
+    assert [(r.name, r.passed, r.failures) for r in checked.tests] == [
+        ("tags every book, drops the empty one", True, []),
+        ("a record the migration fails on", True, []),
+    ]
+
+
+def test_a_bad_migration_test_is_a_problem_with_its_path(user):
+    from apps_registry.services.definitions import definition_dry_run
+
+    definition = {
+        **copy.deepcopy(BOOKS),
+        "tests": [{"migrate": {"books": "params.x"}, "route": "all", "expect": {"value": {}}}],
+    }
+    checked = definition_dry_run(actor=user, definition=definition)
+    assert checked.problems == [
+        {
+            "path": "tests[0].migrate.books",
+            "message": "unknown name(s) params; names available here: app, now, record",
+        },
+        {"path": "tests[0].route", "message": "a migration test runs its migrate, not a route: give one of them"},
+    ]
