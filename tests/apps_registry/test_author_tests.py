@@ -168,7 +168,7 @@ def test_problems_in_tests_are_listed_with_their_paths(user):
         {"path": "tests[2].records_after", "message": "a query writes nothing; only a mutation's (or a migration's) test has it"},
         {
             "path": "tests[3]",
-            "message": "unknown key(s) extra; allowed: name, route, params, now, records, expect, records_after",
+            "message": "unknown key(s) extra; allowed: name, route, migrate, params, now, records, expect, records_after",
         },
         {"path": "tests[3].params", "message": "must be an object (the route's params)"},
         {"path": "tests[3].records.logs[0].id", "message": "must be a string"},
