@@ -47,20 +47,15 @@ from apps_registry.routes.store import Group, Measure, RowOrder, document, encod
 _LOOKUPS = {"eq": "exact", "ne": "exact", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte", "in": "in"}
 
 
-def _key(path: tuple[str, ...]) -> Any:
-    expression: Any = "data"
-    for part in path:
-        expression = KeyTransform(part, expression)
-    return expression
-
-
 def _json(value: Any) -> Any:
     """A JSON column read with a plain cursor: text on SQLite (and jsonb under Django's loaders)."""
     return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
 def _ordering(order_by: list[tuple[tuple[str, ...], bool]]) -> list[Any]:
-    """find's ORDER BY: the author's order, then insertion order (created_at, then the record's id: unique)."""
+    """find's ORDER BY: the author's order, then insertion order (created_at, then the record's id: unique) in the
+    direction of the last order key, so that one declared index (its fields, created_at, record_id) serves the
+    find whole, scanned forward or backward."""
     return [column.order() for column in _page_columns(order_by)]
 
 
@@ -71,6 +66,7 @@ class _Column:
     expression: Any
     descending: bool
     kind: str  # "data" (a data field: JSON, may be missing, i.e. SQL NULL), "created_at" or "record_id"
+    sql: str  # the expression as SQL text (for a row comparison)
 
     @property
     def nullable(self) -> bool:
@@ -80,8 +76,8 @@ class _Column:
         return self.expression.desc() if self.descending else self.expression.asc()
 
     def nulls_last(self) -> bool:
-        # The database's default place for NULLs, which find's ORDER BY uses: PostgreSQL sorts them as the
-        # largest value (last ascending), SQLite as the smallest (first ascending).
+        # The database's default place for NULLs, which find's ORDER BY uses (and an index scanned either way
+        # gives): PostgreSQL sorts them as the largest value (last ascending), SQLite as the smallest.
         return (connection.vendor == "postgresql") != self.descending
 
     def value(self, raw: Any) -> Any:
@@ -92,18 +88,58 @@ class _Column:
             return Value(datetime.fromisoformat(raw), output_field=DateTimeField())
         return Value(raw)
 
+    def operand_sql(self, raw: Any) -> tuple[str, Any]:
+        """A position's value as SQL text and its one parameter, as `value` makes it."""
+        if self.kind == "data" and connection.vendor == "postgresql":
+            return "%s::jsonb", raw
+        if self.kind == "created_at":
+            return "%s", DateTimeField().get_db_prep_value(datetime.fromisoformat(raw), connection)
+        return "%s", raw
+
 
 def _page_columns(order_by: list[tuple[tuple[str, ...], bool]]) -> list[_Column]:
+    vendor = connection.vendor
+    table = connection.ops.quote_name(Record._meta.db_table)
+
+    def model_column(name: str, descending: bool) -> _Column:
+        return _Column(F(name), descending, name, f"{table}.{connection.ops.quote_name(name)}")
+
+    def data_column(path: tuple[str, ...], descending: bool) -> _Column:
+        # The field as a literal expression, the form of a declared index (field_sql): never the path as a parameter.
+        sql = field_sql(path, vendor)
+        return _Column(RawSQL(sql, (), output_field=JSONField()), descending, "data", sql)
+
     columns = [
-        _Column(F("record_id"), descending, "record_id") if path == ("id",) else _Column(_key(path), descending, "data")
+        model_column("record_id", descending) if path == ("id",) else data_column(path, descending)
         for path, descending in order_by
     ]
-    return [*columns, _Column(F("created_at"), False, "created_at"), _Column(F("record_id"), False, "record_id")]
+    last = order_by[-1][1] if order_by else False
+    return [*columns, model_column("created_at", last), model_column("record_id", last)]
 
 
-def _after(columns: list[_Column], position: list[Any]) -> Q:
-    """Rows strictly after `position` in the order of `columns`: for some column, every earlier one equal
-    and this one beyond. The first column's bound is repeated on its own so an index can range-scan it."""
+def _row_after(columns: list[_Column], position: list[Any]) -> Q | None:
+    """Rows strictly after `position` as one row comparison, `(c0, c1, ...) > (p0, p1, ...)` (`<` descending),
+    which an index on the columns serves as a range starting at the position itself, and which the planner
+    estimates as one range on the first column. Only for columns of one direction where no column but the first
+    can be NULL, and the first is not NULL at the position (a NULL makes the comparison NULL: no row); None
+    otherwise. Rows whose first column is NULL are never in it (where they come after, the caller adds them).
+    PostgreSQL only: SQLite (3.40) does not range-scan an index by a row comparison led by an expression, while
+    it does by `_beyond`'s form with the first column's bound."""
+    if connection.vendor != "postgresql" or position[0] is None:
+        return None
+    if len({c.descending for c in columns}) != 1 or any(c.nullable for c in columns[1:]):
+        return None
+    operands = [column.operand_sql(raw) for column, raw in zip(columns, position, strict=True)]
+    sql = (
+        f"(({', '.join(c.sql for c in columns)}) {'<' if columns[0].descending else '>'} "
+        f"({', '.join(text for text, _param in operands)}))"
+    )
+    return Q(RawSQL(sql, [param for _text, param in operands], output_field=BooleanField()))
+
+
+def _beyond(columns: list[_Column], position: list[Any]) -> Q | None:
+    """Rows strictly after `position` in the order of `columns` (None: no row can be): for some column, every
+    earlier one equal and this one beyond."""
     beyond_any: Q | None = None
     equal: list[Any] = []
     for column, raw in zip(columns, position, strict=True):
@@ -118,13 +154,47 @@ def _after(columns: list[_Column], position: list[Any]) -> Q:
         if beyond is not None:
             beyond_any = Q(*equal, beyond) if beyond_any is None else beyond_any | Q(*equal, beyond)
         equal.append(IsNull(expression, True) if raw is None else Exact(expression, column.value(raw)))
-    if beyond_any is None:  # cannot happen: the last column (record_id) is never NULL
-        return Q(pk__in=[])
-    first, raw = columns[0], position[0]
-    if raw is not None and not (first.nullable and first.nulls_last()):
-        bound = LessThanOrEqual if first.descending else GreaterThanOrEqual
-        return Q(bound(first.expression, first.value(raw))) & beyond_any
     return beyond_any
+
+
+def _bounded_after(columns: list[_Column], position: list[Any]) -> Q:
+    """Rows strictly after `position` whose first column is not NULL (that column is not NULL at the position):
+    a row comparison (PostgreSQL, `_row_after`), else `_beyond` with the first column's bound repeated on its own,
+    so an index range-scans it from the position."""
+    row = _row_after(columns, position)
+    if row is not None:
+        return row
+    first, raw = columns[0], position[0]
+    operand = first.value(raw)
+    bound: Any = (LessThanOrEqual if first.descending else GreaterThanOrEqual)(first.expression, operand)
+    beyond = Q(LessThan(first.expression, operand) if first.descending else GreaterThan(first.expression, operand))
+    rest = _beyond(columns[1:], position[1:])
+    if rest is not None:
+        beyond |= Q(Exact(first.expression, first.value(raw)), rest)
+    return Q(bound, beyond)
+
+
+def _after(columns: list[_Column], position: list[Any]) -> list[tuple[Q, list[_Column]]]:
+    """The rows strictly after `position` in the order of `columns`, as conditions whose rows follow one another
+    in that order (all of the first condition's rows come before the second's), each with the columns to order
+    its rows by. Each bounds the first column (a range, or IS NULL), so an index on the order scans from the
+    position instead of from the start: where missing values (NULL) come after the position's value, they are
+    a second condition of their own, since one range cannot hold both. On SQLite, rows whose first column is
+    NULL are ordered by the other columns alone: it does not see that an expression IS NULL is constant, and
+    would sort what the index already orders (PostgreSQL, the other way round, sorts unless it orders by the
+    column IS NULL holds)."""
+    first, raw = columns[0], position[0]
+    among_missing = columns if connection.vendor == "postgresql" else columns[1:]
+    if raw is None:  # a missing value: the rest of the missing ones, then (when they come first) every other
+        tail, at = columns[1:], position[1:]
+        # The missing ones' own range on the next column, when it cannot be NULL itself (the tie-breakers).
+        rest = _beyond(tail, at) if tail[0].nullable else _bounded_after(tail, at)
+        parts = [] if rest is None else [(Q(IsNull(first.expression, True), rest), among_missing)]
+        return parts if first.nulls_last() else [*parts, (Q(IsNull(first.expression, False)), columns)]
+    parts = [(_bounded_after(columns, position), columns)]
+    if first.nullable and first.nulls_last():
+        parts.append((Q(IsNull(first.expression, True)), among_missing))
+    return parts
 
 
 _FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -523,19 +593,20 @@ class SqlStore:
         the records, each one's position (its sort values as the database compares them), and whether more
         follow. A position is only meaningful to this store, for the same collection and order."""
         columns = _page_columns(order_by)
-        qs = self._filtered(collection, where)
-        if after is not None:
-            qs = qs.filter(_after(columns, after))
         names = [f"_p{n}" for n in range(len(order_by))]
-        qs = qs.annotate(
+        qs = self._filtered(collection, where).annotate(
             **{
                 name: ExpressionWrapper(column.expression, output_field=TextField())
                 for name, column in zip(names, columns[: len(names)], strict=True)
             }
         )
-        rows = list(
-            qs.order_by(*_ordering(order_by)).values_list("record_id", "data", "created_at", *names)[: limit + 1]
-        )
+        rows: list[tuple[Any, ...]] = []
+        # One statement, or (after a position whose missing values come later) one per condition, in order.
+        for condition, ordered in [(Q(), columns)] if after is None else _after(columns, after):
+            found = qs.filter(condition).order_by(*(column.order() for column in ordered))
+            rows += found.values_list("record_id", "data", "created_at", *names)[: limit + 1 - len(rows)]
+            if len(rows) > limit:
+                break
         more = len(rows) > limit
         rows = rows[:limit]
         positions = [[*row[3:], row[2].isoformat(), row[0]] for row in rows]
