@@ -248,15 +248,17 @@ def _nested(path: tuple[str, ...], value: Any) -> Any:
     return value
 
 
-def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> RawSQL:
+def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str, *, gin: bool = True) -> RawSQL:
     """`eq`, `ne` or `in` on a data field, type-exact on both databases: a value matches one of the same JSON
     type that is equal to it (numbers compare as numbers, so 1 matches 1.0; true matches neither 1 nor "true";
     null matches a field that holds null, not a missing one). `ne` matches the records that hold the field
     (null included) with any other value: a record without the field matches neither.
 
-    On PostgreSQL an `eq` is also a jsonb containment (`data @> '{"k": v}'`, which the GIN index on `data`
-    serves), and both also compare the field expression (`field_sql`), which an author's declared index
-    serves. For the scalars filters take, containment and jsonb equality agree exactly."""
+    On PostgreSQL an `eq` or `in` is also a jsonb containment (`data @> '{"k": v}'`, which the GIN index on
+    `data` serves), unless `gin` is false: for a field a declared index serves, whose B-tree the containment
+    only misleads (the planner estimates containment far too selective, and picks the GIN index and a sort over
+    the index that would give the order too). Both compare the field expression (`field_sql`), which a declared
+    index serves. For the scalars filters take, containment and jsonb equality agree exactly."""
     values = value if op == "in" else [value]
     if not values:
         return RawSQL("FALSE", [], output_field=BooleanField())
@@ -266,13 +268,17 @@ def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> Raw
         if op == "in":
             # Each list is one array parameter: one statement shape whatever the list's length (it is prepared
             # once), and no bound on how many values a list holds.
-            contained = [json.dumps(_nested(path, v)) for v in values]
             compared = [json.dumps(v) for v in values]
+            if not gin:
+                return RawSQL(f"({field} = ANY(%s::jsonb[]))", [compared], output_field=BooleanField())
+            contained = [json.dumps(_nested(path, v)) for v in values]
             sql = f"({data} @> ANY(%s::jsonb[]) AND {field} = ANY(%s::jsonb[]))"
             return RawSQL(sql, [contained, compared], output_field=BooleanField())
         params: list[Any] = [json.dumps(_nested(path, value))]
         if op == "ne":
             return RawSQL(f"({field} IS NOT NULL AND NOT {data} @> %s::jsonb)", params, output_field=BooleanField())
+        if not gin:
+            return RawSQL(f"({field} = %s::jsonb)", [json.dumps(value)], output_field=BooleanField())
         params.append(json.dumps(value))
         return RawSQL(f"({data} @> %s::jsonb AND {field} = %s::jsonb)", params, output_field=BooleanField())
     # SQLite: one condition per JSON type, each value list an IN (a chain of one OR per value grows SQLite's
@@ -301,6 +307,37 @@ def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> Raw
 
 
 _COMPARISONS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+# A collection's declared indexes, each as its fields' paths in order: what the store needs to know of them.
+Indexes = tuple[tuple[tuple[str, ...], ...], ...]
+
+
+def declared_index_paths(collections: Any) -> dict[str, Indexes]:
+    """Collection -> its declared indexes' field paths, from an app's (checked) `collections`
+    (`{"checkins": {"indexes": [["habit_id", "date"]]}}`)."""
+    if not isinstance(collections, dict):
+        return {}
+    found: dict[str, Indexes] = {}
+    for name, spec in collections.items():
+        indexes = spec.get("indexes") if isinstance(spec, dict) else None
+        if isinstance(indexes, list) and indexes:
+            found[name] = tuple(
+                tuple(tuple(str(f).split(".")) for f in fields) for fields in indexes if isinstance(fields, list)
+            )
+    return found
+
+
+def index_served_equalities(indexes: Indexes, where: list[tuple[tuple[str, ...], str, Any]]) -> set[tuple[str, ...]]:
+    """The fields whose equality (`eq`, `in`) filters a declared index serves: an index's leading fields, as far
+    as each has one (`[a, b]` serves a and b under `{a: .., b: ..}`, a under `{a: ..}`, neither under `{b: ..}`)."""
+    equal = {path for path, op, _value in where if op in ("eq", "in")}
+    served: set[tuple[str, ...]] = set()
+    for fields in indexes:
+        for path in fields:
+            if path not in equal:
+                break
+            served.add(path)
+    return served
 
 
 def comparison_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> RawSQL:
@@ -523,9 +560,15 @@ class SqlStore:
     """The records of one storage in the database (the engine's `Store`), with hand-written SQL where
     the ORM cost more than the rest of a step."""
 
-    def __init__(self, *, storage_id: Any, max_bytes: int, savepoint: bool = True) -> None:
+    def __init__(
+        self, *, storage_id: Any, max_bytes: int, savepoint: bool = True, indexes: dict[str, Indexes] | None = None
+    ) -> None:
         self.storage_id = storage_id
         self.max_bytes = max_bytes
+        # The app's declared indexes by collection (declared_index_paths): on PostgreSQL an equality a declared
+        # index serves is written without the GIN containment. Whether the index is built yet does not matter
+        # to the results, only to their speed until it is.
+        self.indexes = indexes or {}
         # Whether a mutation inside a caller's transaction gets its own savepoint. A caller that rolls back whole
         # on any error (services.routes' mutation) passes False: two statements fewer per call. A caller that
         # goes on after a failed mutation (an author test reading records_after) needs the savepoint.
@@ -555,6 +598,7 @@ class SqlStore:
     def _filtered(self, collection: str, where: list[tuple[tuple[str, ...], str, Any]]) -> QuerySet[Record]:
         qs = self._records(collection)
         vendor = connection.vendor
+        served = index_served_equalities(self.indexes.get(collection, ()), where) if vendor == "postgresql" else set()
         for path, op, value in where:
             if op == "contains":
                 qs = qs.filter(contains_sql(path, value, vendor))
@@ -562,8 +606,10 @@ class SqlStore:
             if path != ("id",):
                 # Written by hand: type-exact on both databases, with the field as a literal expression (the form
                 # a declared index has: a key passed as a parameter never matches an index's expression).
-                comparison = equality_sql if op in ("eq", "ne", "in") else comparison_sql
-                qs = qs.filter(comparison(path, op, value, vendor))
+                if op in ("eq", "ne", "in"):
+                    qs = qs.filter(equality_sql(path, op, value, vendor, gin=path not in served))
+                else:
+                    qs = qs.filter(comparison_sql(path, op, value, vendor))
                 continue
             lookup = {"record_id" + ("" if op in ("eq", "ne") else f"__{_LOOKUPS[op]}"): value}
             qs = qs.exclude(**lookup) if op == "ne" else qs.filter(**lookup)
