@@ -66,7 +66,6 @@ class _Column:
     expression: Any
     descending: bool
     kind: str  # "data" (a data field: JSON, may be missing, i.e. SQL NULL), "created_at" or "record_id"
-    sql: str  # the expression as SQL text (for a row comparison)
 
     @property
     def nullable(self) -> bool:
@@ -88,26 +87,16 @@ class _Column:
             return Value(datetime.fromisoformat(raw), output_field=DateTimeField())
         return Value(raw)
 
-    def operand_sql(self, raw: Any) -> tuple[str, Any]:
-        """A position's value as SQL text and its one parameter, as `value` makes it."""
-        if self.kind == "data" and connection.vendor == "postgresql":
-            return "%s::jsonb", raw
-        if self.kind == "created_at":
-            return "%s", DateTimeField().get_db_prep_value(datetime.fromisoformat(raw), connection)
-        return "%s", raw
-
 
 def _page_columns(order_by: list[tuple[tuple[str, ...], bool]]) -> list[_Column]:
     vendor = connection.vendor
-    table = connection.ops.quote_name(Record._meta.db_table)
 
     def model_column(name: str, descending: bool) -> _Column:
-        return _Column(F(name), descending, name, f"{table}.{connection.ops.quote_name(name)}")
+        return _Column(F(name), descending, name)
 
     def data_column(path: tuple[str, ...], descending: bool) -> _Column:
         # The field as a literal expression, the form of a declared index (field_sql): never the path as a parameter.
-        sql = field_sql(path, vendor)
-        return _Column(RawSQL(sql, (), output_field=JSONField()), descending, "data", sql)
+        return _Column(RawSQL(field_sql(path, vendor), (), output_field=JSONField()), descending, "data")
 
     columns = [
         model_column("record_id", descending) if path == ("id",) else data_column(path, descending)
@@ -115,26 +104,6 @@ def _page_columns(order_by: list[tuple[tuple[str, ...], bool]]) -> list[_Column]
     ]
     last = order_by[-1][1] if order_by else False
     return [*columns, model_column("created_at", last), model_column("record_id", last)]
-
-
-def _row_after(columns: list[_Column], position: list[Any]) -> Q | None:
-    """Rows strictly after `position` as one row comparison, `(c0, c1, ...) > (p0, p1, ...)` (`<` descending),
-    which an index on the columns serves as a range starting at the position itself, and which the planner
-    estimates as one range on the first column. Only for columns of one direction where no column but the first
-    can be NULL, and the first is not NULL at the position (a NULL makes the comparison NULL: no row); None
-    otherwise. Rows whose first column is NULL are never in it (where they come after, the caller adds them).
-    PostgreSQL only: SQLite (3.40) does not range-scan an index by a row comparison led by an expression, while
-    it does by `_beyond`'s form with the first column's bound."""
-    if connection.vendor != "postgresql" or position[0] is None:
-        return None
-    if len({c.descending for c in columns}) != 1 or any(c.nullable for c in columns[1:]):
-        return None
-    operands = [column.operand_sql(raw) for column, raw in zip(columns, position, strict=True)]
-    sql = (
-        f"(({', '.join(c.sql for c in columns)}) {'<' if columns[0].descending else '>'} "
-        f"({', '.join(text for text, _param in operands)}))"
-    )
-    return Q(RawSQL(sql, [param for _text, param in operands], output_field=BooleanField()))
 
 
 def _beyond(columns: list[_Column], position: list[Any]) -> Q | None:
@@ -158,42 +127,41 @@ def _beyond(columns: list[_Column], position: list[Any]) -> Q | None:
 
 
 def _bounded_after(columns: list[_Column], position: list[Any]) -> Q:
-    """Rows strictly after `position` whose first column is not NULL (that column is not NULL at the position):
-    a row comparison (PostgreSQL, `_row_after`), else `_beyond` with the first column's bound repeated on its own,
-    so an index range-scans it from the position."""
-    row = _row_after(columns, position)
-    if row is not None:
-        return row
+    """Rows strictly after `position` whose first column is not NULL (that column is not NULL at the position),
+    written so an index range-scans the first column from the position: its bound, then "not equal to the
+    position's value, or beyond it on the other columns" (`_beyond`). Equivalent to `_beyond` under the bound,
+    and the planners estimate it as the one range (PostgreSQL estimated `c0 < v OR (c0 = v AND ...)` under the
+    bound at a ninth of the range's rows, and then preferred a bitmap scan and a sort for later pages)."""
     first, raw = columns[0], position[0]
     operand = first.value(raw)
-    bound: Any = (LessThanOrEqual if first.descending else GreaterThanOrEqual)(first.expression, operand)
-    beyond = Q(LessThan(first.expression, operand) if first.descending else GreaterThan(first.expression, operand))
     rest = _beyond(columns[1:], position[1:])
-    if rest is not None:
-        beyond |= Q(Exact(first.expression, first.value(raw)), rest)
-    return Q(bound, beyond)
+    if rest is None:
+        return Q(LessThan(first.expression, operand) if first.descending else GreaterThan(first.expression, operand))
+    bound: Any = (LessThanOrEqual if first.descending else GreaterThanOrEqual)(first.expression, operand)
+    return Q(bound) & (~Q(Exact(first.expression, first.value(raw))) | rest)
 
 
 def _after(columns: list[_Column], position: list[Any]) -> list[tuple[Q, list[_Column]]]:
     """The rows strictly after `position` in the order of `columns`, as conditions whose rows follow one another
     in that order (all of the first condition's rows come before the second's), each with the columns to order
-    its rows by. Each bounds the first column (a range, or IS NULL), so an index on the order scans from the
-    position instead of from the start: where missing values (NULL) come after the position's value, they are
-    a second condition of their own, since one range cannot hold both. On SQLite, rows whose first column is
+    its rows by. Each bounds the first column (a range; or IS NULL, and then the next columns' own conditions),
+    so an index on the order scans from the position instead of from the start: where missing values (NULL) come
+    after the position's value, they are a condition of their own, since one range cannot hold both. On SQLite,
+    rows whose first column is
     NULL are ordered by the other columns alone: it does not see that an expression IS NULL is constant, and
     would sort what the index already orders (PostgreSQL, the other way round, sorts unless it orders by the
     column IS NULL holds)."""
     first, raw = columns[0], position[0]
-    among_missing = columns if connection.vendor == "postgresql" else columns[1:]
+    postgres = connection.vendor == "postgresql"
     if raw is None:  # a missing value: the rest of the missing ones, then (when they come first) every other
-        tail, at = columns[1:], position[1:]
-        # The missing ones' own range on the next column, when it cannot be NULL itself (the tie-breakers).
-        rest = _beyond(tail, at) if tail[0].nullable else _bounded_after(tail, at)
-        parts = [] if rest is None else [(Q(IsNull(first.expression, True), rest), among_missing)]
+        parts = [
+            (Q(IsNull(first.expression, True), condition), [first, *ordered] if postgres else ordered)
+            for condition, ordered in _after(columns[1:], position[1:])
+        ]
         return parts if first.nulls_last() else [*parts, (Q(IsNull(first.expression, False)), columns)]
     parts = [(_bounded_after(columns, position), columns)]
     if first.nullable and first.nulls_last():
-        parts.append((Q(IsNull(first.expression, True)), among_missing))
+        parts.append((Q(IsNull(first.expression, True)), columns if postgres else columns[1:]))
     return parts
 
 

@@ -92,7 +92,7 @@ def test_ties_of_a_descending_order_come_newest_first():
 
 # --- a declared index serves the find whole ---------------------------------------------------------------------
 
-INDEXED = {"checkins": {"indexes": [["habit_id", "date"]]}}
+INDEXED = {"checkins": {"indexes": [["habit_id", "date"], ["habit_id", "date", "n"]]}}
 FIND = {"collection": "checkins", "order_by": "-date", "limit": "20"}
 # Enough records that PostgreSQL, which estimates an equality on a declared field at 0.5% of the app's records,
 # expects more matches than a page holds, even beyond a later page's position.
@@ -102,7 +102,7 @@ RECORDS = 30_000
 def _checkin(i: int) -> dict[str, Any]:
     """Habit `few` holds 1% of the records, `many` 30%; four records share a day; a quarter of `few` has no date."""
     slot = i % 100
-    data: dict[str, Any] = {"habit_id": "few" if slot == 0 else "many" if slot <= 30 else f"h{i % 1000}"}
+    data: dict[str, Any] = {"habit_id": "few" if slot == 0 else "many" if slot <= 30 else f"h{i % 1000}", "n": i % 3}
     if i % 400:
         data["date"] = f"{2000 + i // 1460:04}-{1 + i // 120 % 12:02}-{1 + i // 4 % 30:02}"
     return data
@@ -176,11 +176,12 @@ def _bounded_by_position(plan: str) -> bool:
     return any(bound in plan for bound in ("<expr><?", "<expr>>?", "created_at<?", "created_at>?"))
 
 
-def _assert_served_whole(store: SqlStore, memory: MemoryStore, name: str) -> None:
+def _assert_served_whole(store: SqlStore, memory: MemoryStore, name: str, fields: tuple[str, ...]) -> None:
+    """A find by habit ordered by `fields` (both directions), and its pages, read the index `name` in its order."""
     for habit in ("few", "many"):
         where = [(("habit_id",), "eq", habit)]
         for descending in (True, False):
-            order = [(("date",), descending)]
+            order = [((field,), descending) for field in fields]
             found, plans = _plans(lambda: store.find("checkins", where, order, 20))  # noqa: B023
             assert _ids(found) == _ids(memory.find("checkins", where, order, 20))
             assert len(plans) == 1 and _served_whole(plans[0], name), plans
@@ -209,11 +210,12 @@ def test_a_declared_index_serves_find_and_its_pages_whole_with_no_sort(user):
     # and it keeps none for a partial index's expressions: ANALYZE first.
     sqlite = connection.vendor == "sqlite"
     app, store, memory = _indexed_app(user, analyze=not sqlite)
-    name = index_name(app.storage.id, "checkins", ("habit_id", "date"))
-    _assert_served_whole(store, memory, name)
-    if sqlite:
-        _analyze()
-        _assert_served_whole(store, memory, name)
+    for fields in (("date",), ("date", "n")):  # each served by the index whose fields end with them
+        name = index_name(app.storage.id, "checkins", ("habit_id", *fields))
+        _assert_served_whole(store, memory, name, fields)
+        if sqlite:
+            _analyze()
+            _assert_served_whole(store, memory, name, fields)
 
 
 @pytest.mark.postgres
