@@ -800,10 +800,16 @@ def record_value(step: Step, call: Call) -> dict[str, Any]:
     return value
 
 
+# The form of a paged find's positions, part of its cursors' binding. 2: ties follow the last order key's direction
+# (before, always oldest first): a cursor of form 1 would continue in another order, so it is refused instead.
+FIND_CURSOR_FORM = 2
+
+
 def find_binding(call: Call, step: Step) -> str:
-    """What a paged find's cursor is bound to: the app, the route, the collection and the order."""
+    """What a paged find's cursor is bound to: the app, the route, the collection and the order (and the form of
+    its positions)."""
     order = ",".join(("-" if descending else "") + ".".join(path) for path, descending in step.order_by)
-    return f"find|{call.values['app']['id']}|{call.route}|{step.collection}|{order}"
+    return f"find{FIND_CURSOR_FORM}|{call.values['app']['id']}|{call.route}|{step.collection}|{order}"
 
 
 def path_of(value: Any, wanted: str, path: str = "$") -> str:

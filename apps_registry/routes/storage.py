@@ -47,20 +47,15 @@ from apps_registry.routes.store import Group, Measure, RowOrder, document, encod
 _LOOKUPS = {"eq": "exact", "ne": "exact", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte", "in": "in"}
 
 
-def _key(path: tuple[str, ...]) -> Any:
-    expression: Any = "data"
-    for part in path:
-        expression = KeyTransform(part, expression)
-    return expression
-
-
 def _json(value: Any) -> Any:
     """A JSON column read with a plain cursor: text on SQLite (and jsonb under Django's loaders)."""
     return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
 def _ordering(order_by: list[tuple[tuple[str, ...], bool]]) -> list[Any]:
-    """find's ORDER BY: the author's order, then insertion order (created_at, then the record's id: unique)."""
+    """find's ORDER BY: the author's order, then insertion order (created_at, then the record's id: unique) in the
+    direction of the last order key, so that one declared index (its fields, created_at, record_id) serves the
+    find whole, scanned forward or backward."""
     return [column.order() for column in _page_columns(order_by)]
 
 
@@ -80,8 +75,8 @@ class _Column:
         return self.expression.desc() if self.descending else self.expression.asc()
 
     def nulls_last(self) -> bool:
-        # The database's default place for NULLs, which find's ORDER BY uses: PostgreSQL sorts them as the
-        # largest value (last ascending), SQLite as the smallest (first ascending).
+        # The database's default place for NULLs, which find's ORDER BY uses (and an index scanned either way
+        # gives): PostgreSQL sorts them as the largest value (last ascending), SQLite as the smallest.
         return (connection.vendor == "postgresql") != self.descending
 
     def value(self, raw: Any) -> Any:
@@ -94,16 +89,26 @@ class _Column:
 
 
 def _page_columns(order_by: list[tuple[tuple[str, ...], bool]]) -> list[_Column]:
+    vendor = connection.vendor
+
+    def model_column(name: str, descending: bool) -> _Column:
+        return _Column(F(name), descending, name)
+
+    def data_column(path: tuple[str, ...], descending: bool) -> _Column:
+        # The field as a literal expression, the form of a declared index (field_sql): never the path as a parameter.
+        return _Column(RawSQL(field_sql(path, vendor), (), output_field=JSONField()), descending, "data")
+
     columns = [
-        _Column(F("record_id"), descending, "record_id") if path == ("id",) else _Column(_key(path), descending, "data")
+        model_column("record_id", descending) if path == ("id",) else data_column(path, descending)
         for path, descending in order_by
     ]
-    return [*columns, _Column(F("created_at"), False, "created_at"), _Column(F("record_id"), False, "record_id")]
+    last = order_by[-1][1] if order_by else False
+    return [*columns, model_column("created_at", last), model_column("record_id", last)]
 
 
-def _after(columns: list[_Column], position: list[Any]) -> Q:
-    """Rows strictly after `position` in the order of `columns`: for some column, every earlier one equal
-    and this one beyond. The first column's bound is repeated on its own so an index can range-scan it."""
+def _beyond(columns: list[_Column], position: list[Any]) -> Q | None:
+    """Rows strictly after `position` in the order of `columns` (None: no row can be): for some column, every
+    earlier one equal and this one beyond."""
     beyond_any: Q | None = None
     equal: list[Any] = []
     for column, raw in zip(columns, position, strict=True):
@@ -118,13 +123,46 @@ def _after(columns: list[_Column], position: list[Any]) -> Q:
         if beyond is not None:
             beyond_any = Q(*equal, beyond) if beyond_any is None else beyond_any | Q(*equal, beyond)
         equal.append(IsNull(expression, True) if raw is None else Exact(expression, column.value(raw)))
-    if beyond_any is None:  # cannot happen: the last column (record_id) is never NULL
-        return Q(pk__in=[])
-    first, raw = columns[0], position[0]
-    if raw is not None and not (first.nullable and first.nulls_last()):
-        bound = LessThanOrEqual if first.descending else GreaterThanOrEqual
-        return Q(bound(first.expression, first.value(raw))) & beyond_any
     return beyond_any
+
+
+def _bounded_after(columns: list[_Column], position: list[Any]) -> Q:
+    """Rows strictly after `position` whose first column is not NULL (that column is not NULL at the position),
+    written so an index range-scans the first column from the position: its bound, then "not equal to the
+    position's value, or beyond it on the other columns" (`_beyond`). Equivalent to `_beyond` under the bound,
+    and the planners estimate it as the one range (PostgreSQL estimated `c0 < v OR (c0 = v AND ...)` under the
+    bound at a ninth of the range's rows, and then preferred a bitmap scan and a sort for later pages)."""
+    first, raw = columns[0], position[0]
+    operand = first.value(raw)
+    rest = _beyond(columns[1:], position[1:])
+    if rest is None:
+        return Q(LessThan(first.expression, operand) if first.descending else GreaterThan(first.expression, operand))
+    bound: Any = (LessThanOrEqual if first.descending else GreaterThanOrEqual)(first.expression, operand)
+    return Q(bound) & (~Q(Exact(first.expression, first.value(raw))) | rest)
+
+
+def _after(columns: list[_Column], position: list[Any]) -> list[tuple[Q, list[_Column]]]:
+    """The rows strictly after `position` in the order of `columns`, as conditions whose rows follow one another
+    in that order (all of the first condition's rows come before the second's), each with the columns to order
+    its rows by. Each bounds the first column (a range; or IS NULL, and then the next columns' own conditions),
+    so an index on the order scans from the position instead of from the start: where missing values (NULL) come
+    after the position's value, they are a condition of their own, since one range cannot hold both. On SQLite,
+    rows whose first column is
+    NULL are ordered by the other columns alone: it does not see that an expression IS NULL is constant, and
+    would sort what the index already orders (PostgreSQL, the other way round, sorts unless it orders by the
+    column IS NULL holds)."""
+    first, raw = columns[0], position[0]
+    postgres = connection.vendor == "postgresql"
+    if raw is None:  # a missing value: the rest of the missing ones, then (when they come first) every other
+        parts = [
+            (Q(IsNull(first.expression, True), condition), [first, *ordered] if postgres else ordered)
+            for condition, ordered in _after(columns[1:], position[1:])
+        ]
+        return parts if first.nulls_last() else [*parts, (Q(IsNull(first.expression, False)), columns)]
+    parts = [(_bounded_after(columns, position), columns)]
+    if first.nullable and first.nulls_last():
+        parts.append((Q(IsNull(first.expression, True)), columns if postgres else columns[1:]))
+    return parts
 
 
 _FIELD_PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -178,15 +216,17 @@ def _nested(path: tuple[str, ...], value: Any) -> Any:
     return value
 
 
-def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> RawSQL:
+def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str, *, gin: bool = True) -> RawSQL:
     """`eq`, `ne` or `in` on a data field, type-exact on both databases: a value matches one of the same JSON
     type that is equal to it (numbers compare as numbers, so 1 matches 1.0; true matches neither 1 nor "true";
     null matches a field that holds null, not a missing one). `ne` matches the records that hold the field
     (null included) with any other value: a record without the field matches neither.
 
-    On PostgreSQL an `eq` is also a jsonb containment (`data @> '{"k": v}'`, which the GIN index on `data`
-    serves), and both also compare the field expression (`field_sql`), which an author's declared index
-    serves. For the scalars filters take, containment and jsonb equality agree exactly."""
+    On PostgreSQL an `eq` or `in` is also a jsonb containment (`data @> '{"k": v}'`, which the GIN index on
+    `data` serves), unless `gin` is false: for a field a declared index serves, whose B-tree the containment
+    only misleads (the planner estimates containment far too selective, and picks the GIN index and a sort over
+    the index that would give the order too). Both compare the field expression (`field_sql`), which a declared
+    index serves. For the scalars filters take, containment and jsonb equality agree exactly."""
     values = value if op == "in" else [value]
     if not values:
         return RawSQL("FALSE", [], output_field=BooleanField())
@@ -196,13 +236,17 @@ def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> Raw
         if op == "in":
             # Each list is one array parameter: one statement shape whatever the list's length (it is prepared
             # once), and no bound on how many values a list holds.
-            contained = [json.dumps(_nested(path, v)) for v in values]
             compared = [json.dumps(v) for v in values]
+            if not gin:
+                return RawSQL(f"({field} = ANY(%s::jsonb[]))", [compared], output_field=BooleanField())
+            contained = [json.dumps(_nested(path, v)) for v in values]
             sql = f"({data} @> ANY(%s::jsonb[]) AND {field} = ANY(%s::jsonb[]))"
             return RawSQL(sql, [contained, compared], output_field=BooleanField())
         params: list[Any] = [json.dumps(_nested(path, value))]
         if op == "ne":
             return RawSQL(f"({field} IS NOT NULL AND NOT {data} @> %s::jsonb)", params, output_field=BooleanField())
+        if not gin:
+            return RawSQL(f"({field} = %s::jsonb)", [json.dumps(value)], output_field=BooleanField())
         params.append(json.dumps(value))
         return RawSQL(f"({data} @> %s::jsonb AND {field} = %s::jsonb)", params, output_field=BooleanField())
     # SQLite: one condition per JSON type, each value list an IN (a chain of one OR per value grows SQLite's
@@ -231,6 +275,37 @@ def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> Raw
 
 
 _COMPARISONS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+# A collection's declared indexes, each as its fields' paths in order: what the store needs to know of them.
+Indexes = tuple[tuple[tuple[str, ...], ...], ...]
+
+
+def declared_index_paths(collections: Any) -> dict[str, Indexes]:
+    """Collection -> its declared indexes' field paths, from an app's (checked) `collections`
+    (`{"checkins": {"indexes": [["habit_id", "date"]]}}`)."""
+    if not isinstance(collections, dict):
+        return {}
+    found: dict[str, Indexes] = {}
+    for name, spec in collections.items():
+        indexes = spec.get("indexes") if isinstance(spec, dict) else None
+        if isinstance(indexes, list) and indexes:
+            found[name] = tuple(
+                tuple(tuple(str(f).split(".")) for f in fields) for fields in indexes if isinstance(fields, list)
+            )
+    return found
+
+
+def index_served_equalities(indexes: Indexes, where: list[tuple[tuple[str, ...], str, Any]]) -> set[tuple[str, ...]]:
+    """The fields whose equality (`eq`, `in`) filters a declared index serves: an index's leading fields, as far
+    as each has one (`[a, b]` serves a and b under `{a: .., b: ..}`, a under `{a: ..}`, neither under `{b: ..}`)."""
+    equal = {path for path, op, _value in where if op in ("eq", "in")}
+    served: set[tuple[str, ...]] = set()
+    for fields in indexes:
+        for path in fields:
+            if path not in equal:
+                break
+            served.add(path)
+    return served
 
 
 def comparison_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> RawSQL:
@@ -469,9 +544,15 @@ class SqlStore:
     """The records of one storage in the database (the engine's `Store`), with hand-written SQL where
     the ORM cost more than the rest of a step."""
 
-    def __init__(self, *, storage_id: Any, max_bytes: int, savepoint: bool = True) -> None:
+    def __init__(
+        self, *, storage_id: Any, max_bytes: int, savepoint: bool = True, indexes: dict[str, Indexes] | None = None
+    ) -> None:
         self.storage_id = storage_id
         self.max_bytes = max_bytes
+        # The app's declared indexes by collection (declared_index_paths): on PostgreSQL an equality a declared
+        # index serves is written without the GIN containment. Whether the index is built yet does not matter
+        # to the results, only to their speed until it is.
+        self.indexes = indexes or {}
         # Whether a mutation inside a caller's transaction gets its own savepoint. A caller that rolls back whole
         # on any error (services.routes' mutation) passes False: two statements fewer per call. A caller that
         # goes on after a failed mutation (an author test reading records_after) needs the savepoint.
@@ -501,6 +582,7 @@ class SqlStore:
     def _filtered(self, collection: str, where: list[tuple[tuple[str, ...], str, Any]]) -> QuerySet[Record]:
         qs = self._records(collection)
         vendor = connection.vendor
+        served = index_served_equalities(self.indexes.get(collection, ()), where) if vendor == "postgresql" else set()
         for path, op, value in where:
             if op == "contains":
                 qs = qs.filter(contains_sql(path, value, vendor))
@@ -508,8 +590,10 @@ class SqlStore:
             if path != ("id",):
                 # Written by hand: type-exact on both databases, with the field as a literal expression (the form
                 # a declared index has: a key passed as a parameter never matches an index's expression).
-                comparison = equality_sql if op in ("eq", "ne", "in") else comparison_sql
-                qs = qs.filter(comparison(path, op, value, vendor))
+                if op in ("eq", "ne", "in"):
+                    qs = qs.filter(equality_sql(path, op, value, vendor, gin=path not in served))
+                else:
+                    qs = qs.filter(comparison_sql(path, op, value, vendor))
                 continue
             lookup = {"record_id" + ("" if op in ("eq", "ne") else f"__{_LOOKUPS[op]}"): value}
             qs = qs.exclude(**lookup) if op == "ne" else qs.filter(**lookup)
@@ -539,19 +623,20 @@ class SqlStore:
         the records, each one's position (its sort values as the database compares them), and whether more
         follow. A position is only meaningful to this store, for the same collection and order."""
         columns = _page_columns(order_by)
-        qs = self._filtered(collection, where)
-        if after is not None:
-            qs = qs.filter(_after(columns, after))
         names = [f"_p{n}" for n in range(len(order_by))]
-        qs = qs.annotate(
+        qs = self._filtered(collection, where).annotate(
             **{
                 name: ExpressionWrapper(column.expression, output_field=TextField())
                 for name, column in zip(names, columns[: len(names)], strict=True)
             }
         )
-        rows = list(
-            qs.order_by(*_ordering(order_by)).values_list("record_id", "data", "created_at", *names)[: limit + 1]
-        )
+        rows: list[tuple[Any, ...]] = []
+        # One statement, or (after a position whose missing values come later) one per condition, in order.
+        for condition, ordered in [(Q(), columns)] if after is None else _after(columns, after):
+            found = qs.filter(condition).order_by(*(column.order() for column in ordered))
+            rows += found.values_list("record_id", "data", "created_at", *names)[: limit + 1 - len(rows)]
+            if len(rows) > limit:
+                break
         more = len(rows) > limit
         rows = rows[:limit]
         positions = [[*row[3:], row[2].isoformat(), row[0]] for row in rows]

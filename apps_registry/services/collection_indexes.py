@@ -8,7 +8,11 @@ Saving a definition, deleting, purging or restoring an app queues `collection_in
 those no longer declared. A re-run, or a stale task, converges on the current definition.
 
 An index's expressions are `routes.storage.field_sql`, the form the engine's filters and ordering use, so the
-planner matches them; its name carries the storage id (`rix_<storage hex>_<hash of collection and fields>`).
+planner matches them, followed by the keyset tie-breakers `created_at, record_id` (routes.storage._page_columns):
+a find filtering on the leading fields and ordering by the next one is served whole, filter, order and limit,
+with no sort, scanned forward or backward. Its name carries the storage id and a hash of the collection, the
+fields and the index's form (`rix_<storage hex>_<hash>`): an index of an earlier form has another name, so a sync
+builds the current one and then drops the old.
 """
 
 from __future__ import annotations
@@ -28,6 +32,11 @@ from apps_registry.routes.storage import field_sql
 logger = logging.getLogger(__name__)
 
 PREFIX = "rix_"
+# The index's form, part of its name: 2 = the fields, then created_at, record_id (1: the fields alone). Changing
+# the form renames every index; migration 0021 queued a sync of every storage when it became 2.
+FORM = 2
+# What follows the declared fields in every index: find's tie-breakers, in the order it sorts by them.
+TIE_BREAKERS = ("created_at", "record_id")
 
 
 @dataclass(frozen=True)
@@ -44,8 +53,9 @@ class IndexSync:
     failed: list[str] = field(default_factory=list)
 
 
-def index_name(storage_id: uuid.UUID, collection: str, fields: tuple[str, ...]) -> str:
-    digest = hashlib.sha256(f"{collection}:{','.join(fields)}".encode()).hexdigest()[:16]
+def index_name(storage_id: uuid.UUID, collection: str, fields: tuple[str, ...], *, form: int = FORM) -> str:
+    declared = f"{collection}:{','.join(fields)}"
+    digest = hashlib.sha256((declared if form == 1 else f"{declared}:v{form}").encode()).hexdigest()[:16]
     return f"{PREFIX}{storage_id.hex}_{digest}"
 
 
@@ -88,14 +98,13 @@ def collection_indexes_sync(*, storage_id: uuid.UUID | str) -> IndexSync:
     app = App.objects.filter(storage__id=storage_uuid).only("collections").first()
     wanted = declared_indexes(storage_uuid, app.collections if app is not None else {})
     existing = _existing(storage_uuid)
-    dropped = []
+    concurrently = "CONCURRENTLY " if postgres else ""
     for name, valid in existing.items():
-        if name not in wanted or not valid:  # an interrupted concurrent build leaves an invalid index
-            _execute(f"DROP INDEX {'CONCURRENTLY ' if postgres else ''}IF EXISTS {connection.ops.quote_name(name)}")
-            if name not in wanted:
-                dropped.append(name)
+        if name in wanted and not valid:  # an interrupted concurrent build leaves an invalid index
+            _execute(f"DROP INDEX {concurrently}IF EXISTS {connection.ops.quote_name(name)}")
     created: list[str] = []
     failed: list[str] = []
+    # Built before the others are dropped: an index renamed by a new form keeps serving until its successor is.
     for name, index in wanted.items():
         if existing.get(name):
             continue
@@ -105,17 +114,21 @@ def collection_indexes_sync(*, storage_id: uuid.UUID | str) -> IndexSync:
             # Records already there that the index cannot hold (PostgreSQL: an entry over its B-tree limit):
             # leave no invalid index behind and build the others. The engine's queries stay correct without it.
             logger.warning("Index %s for storage %s could not be built", name, storage_uuid, exc_info=True)
-            _execute(f"DROP INDEX {'CONCURRENTLY ' if postgres else ''}IF EXISTS {connection.ops.quote_name(name)}")
+            _execute(f"DROP INDEX {concurrently}IF EXISTS {connection.ops.quote_name(name)}")
             failed.append(name)
             continue
         created.append(name)
-    return IndexSync(created=sorted(created), dropped=sorted(dropped), failed=sorted(failed))
+    dropped = sorted(name for name in existing if name not in wanted)
+    for name in dropped:
+        _execute(f"DROP INDEX {concurrently}IF EXISTS {connection.ops.quote_name(name)}")
+    return IndexSync(created=sorted(created), dropped=dropped, failed=sorted(failed))
 
 
 def _create_sql(storage_id: uuid.UUID, index: DeclaredIndex) -> str:
     vendor = connection.vendor
     quote = connection.ops.quote_name
-    expressions = ", ".join(field_sql(tuple(f.split(".")), vendor, column=quote("data")) for f in index.fields)
+    fields = [field_sql(tuple(f.split(".")), vendor, column=quote("data")) for f in index.fields]
+    expressions = ", ".join([*fields, *map(quote, TIE_BREAKERS)])
     table = quote(Record._meta.db_table)
     # Both are literals the compiler checked (a UUID; a collection name of letters, digits and underscores),
     # checked again here since they are written into the statement.

@@ -24,7 +24,7 @@ from apps_registry.plans import plan_stable
 from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import run_route
-from apps_registry.routes.storage import SqlStore, index_entry_refusal, index_entry_too_large
+from apps_registry.routes.storage import SqlStore, declared_index_paths, index_entry_refusal, index_entry_too_large
 from apps_registry.rows import columns_of
 from apps_registry.services.advisories import AdvisoryNote, AdvisoryState, advisories_for_call
 from apps_registry.services.idempotency import (
@@ -164,7 +164,12 @@ def _route_run(
         caller={"id": str(actor.pk), "role": role},
         app_id=str(app.id),
         # A mutation runs in route_run's transaction, which any error rolls back whole: no savepoint of its own.
-        store=SqlStore(storage_id=found.storage_id, max_bytes=limits.record_bytes, savepoint=False),
+        store=SqlStore(
+            storage_id=found.storage_id,
+            max_bytes=limits.record_bytes,
+            savepoint=False,
+            indexes=declared_index_paths(app.collections),  # the lookup's App row: no query of its own
+        ),
         limits=limits,
     )
     if key is not None:  # in the mutation's transaction: remembered exactly when the mutation commits

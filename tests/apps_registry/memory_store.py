@@ -66,11 +66,18 @@ def _matches(value: Any, op: str, wanted: Any) -> bool:
 class MemoryStore:
     """Records in a dict, in insertion order; `atomic` undoes every write of a block that raises."""
 
-    def __init__(self, *, max_bytes: int = 64 * 1024, records: dict[str, dict[str, dict[str, Any]]] | None = None):
+    def __init__(
+        self,
+        *,
+        max_bytes: int = 64 * 1024,
+        records: dict[str, dict[str, dict[str, Any]]] | None = None,
+        missing_smallest: bool = False,
+    ):
         self.storage_id = uuid.uuid4()
         self.max_bytes = max_bytes
+        self.missing_smallest = missing_smallest
         self.records: dict[tuple[str, str], dict[str, Any]] = {}
-        self.inserted: dict[tuple[str, str], int] = {}  # insertion sequence: a paged find's tiebreak
+        self.inserted: dict[tuple[str, str], int] = {}  # insertion sequence: the SQL store's created_at
         for collection, by_id in (records or {}).items():
             for record_id, data in by_id.items():
                 self.records[(collection, record_id)] = copy.deepcopy(data)
@@ -99,35 +106,43 @@ class MemoryStore:
         data = self.records.get((collection, record_id))
         return None if data is None else document(record_id, copy.deepcopy(data))
 
-    def find(self, collection: str, where: Where, order_by: OrderBy, limit: int | None) -> list[dict[str, Any]]:
+    def _ordered(self, collection: str, where: Where, order_by: OrderBy) -> list[tuple[str, dict[str, Any]]]:
+        """find's order: the order keys, then insertion order (the SQL store's created_at, then id) in the direction
+        of the last key (newest first after a descending one); a missing field sorts as the largest value
+        (PostgreSQL) or, with `missing_smallest`, as the smallest (SQLite)."""
+        last = order_by[-1][1] if order_by else False
         rows = self._selected(collection, where)
+        rows.sort(key=lambda row: (self.inserted[(collection, row[0])], row[0]), reverse=last)
         for path, descending in reversed(order_by):
-            key = lambda row, p=path: (_at(row[1], row[0], p) is _ABSENT, _at(row[1], row[0], p))  # noqa: E731
-            rows.sort(key=key, reverse=descending)  # stable: ties stay in insertion order, as in the SQL store
+            rows.sort(key=lambda row, p=path: self._sort_key(row, p), reverse=descending)  # stable: ties keep order
+        return rows
+
+    def _sort_key(self, row: tuple[str, dict[str, Any]], path: tuple[str, ...]) -> tuple[bool, Any]:
+        value = _at(row[1], row[0], path)
+        return (value is not _ABSENT, value) if self.missing_smallest else (value is _ABSENT, value)
+
+    def find(self, collection: str, where: Where, order_by: OrderBy, limit: int | None) -> list[dict[str, Any]]:
+        rows = self._ordered(collection, where, order_by)
         rows = rows if limit is None else rows[:limit]
         return [document(record_id, copy.deepcopy(data)) for record_id, data in rows]
 
     def find_page(
         self, collection: str, where: Where, order_by: OrderBy, limit: int, after: Position | None
     ) -> tuple[list[dict[str, Any]], list[Position], bool]:
+        last = order_by[-1][1] if order_by else False
+
         def position(row: tuple[str, dict[str, Any]]) -> Position:
-            keys = []
-            for path, _descending in order_by:
-                value = _at(row[1], row[0], path)
-                keys.append([True, None] if value is _ABSENT else [False, value])
+            keys = [list(self._sort_key(row, path)) for path, _descending in order_by]
             return [*keys, self.inserted[(collection, row[0])], row[0]]
 
         def beyond(mine: Position, theirs: Position) -> bool:
             for n, (a, b) in enumerate(zip(mine, theirs, strict=True)):
                 if a != b:
-                    return (a < b) if n < len(order_by) and order_by[n][1] else (a > b)
+                    descending = order_by[n][1] if n < len(order_by) else last
+                    return (a < b) if descending else (a > b)
             return False
 
-        rows = self._selected(collection, where)
-        rows.sort(key=lambda row: self.inserted[(collection, row[0])])
-        for path, descending in reversed(order_by):
-            key = lambda row, p=path: (_at(row[1], row[0], p) is _ABSENT, _at(row[1], row[0], p))  # noqa: E731
-            rows.sort(key=key, reverse=descending)  # stable: ties stay in insertion order
+        rows = self._ordered(collection, where, order_by)
         if after is not None:
             rows = [row for row in rows if beyond(position(row), after)]
         page = rows[:limit]
@@ -217,8 +232,7 @@ class MemoryStore:
     def _merge(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
         data = {**self.records[(collection, record_id)], **changes}
         encoded_record(collection, record_id, data, self.max_bytes)
-        self.records[(collection, record_id)] = copy.deepcopy(data)
-        self.inserted[(collection, record_id)] = max(self.inserted.values(), default=-1) + 1
+        self.records[(collection, record_id)] = copy.deepcopy(data)  # keeps its place: created_at is not changed
         return document(record_id, data)
 
     def update(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:

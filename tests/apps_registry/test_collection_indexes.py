@@ -322,3 +322,74 @@ def test_a_declared_index_serves_range_filters_and_aggregates(user):
         cursor.execute(explain + sql, params)
         plan = "\n".join(" ".join(str(c) for c in row) for row in cursor.fetchall())
     assert name in plan
+
+
+def _index_sql(name: str) -> str:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT pg_get_indexdef(%s::regclass)", [name])
+        else:
+            cursor.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = %s", [name])
+        return cursor.fetchone()[0]
+
+
+def _build_first_form_index(storage_id, collection: str, fields: tuple[str, ...]) -> str:
+    """An index as form 1 built it (the fields alone), under its form-1 name."""
+    from apps_registry.routes.storage import field_sql
+
+    name = index_name(storage_id, collection, fields, form=1)
+    storage = f"'{storage_id}'::uuid" if connection.vendor == "postgresql" else f"'{storage_id.hex}'"
+    expressions = ", ".join(field_sql((f,), connection.vendor, column='"data"') for f in fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'CREATE INDEX "{name}" ON apps_registry_record ({expressions}) '
+            f"WHERE storage_id = {storage} AND collection = '{collection}'"
+        )
+    return name
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_index_of_the_first_form_is_rebuilt_with_the_tie_breakers_under_its_new_name_before_it_is_dropped(user):
+    app = app_definition_save(actor=user, definition=_definition([["habit_id", "date"]]))
+    old = _build_first_form_index(app.storage.id, "checkins", ("habit_id", "date"))
+    new = index_name(app.storage.id, "checkins", ("habit_id", "date"))
+    assert old != new and _indexes_in_database(app.storage.id) == {old}
+    executed: list[str] = []
+
+    def capture(execute, sql, params, many, context):
+        executed.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        sync = collection_indexes_sync(storage_id=app.storage.id)
+
+    assert (sync.created, sync.dropped) == ([new], [old])
+    assert _indexes_in_database(app.storage.id) == {new}
+    assert "created_at" in _index_sql(new) and "record_id" in _index_sql(new)
+    ddl = [sql.split(" IF ")[0] for sql in executed if sql.startswith(("CREATE INDEX", "DROP INDEX"))]
+    assert [d.split()[0] for d in ddl] == ["CREATE", "DROP"]  # the new one serves before the old one goes
+
+
+@pytest.mark.django_db
+def test_migration_0021_queues_a_sync_of_each_storage_that_declares_or_holds_indexes(user):
+    import importlib
+    from types import SimpleNamespace
+
+    from django.apps import apps
+    from django.utils import timezone
+
+    from apps_registry.models import Storage
+
+    migration = importlib.import_module("apps_registry.migrations.0021_collection_indexes_with_tie_breakers")
+    declaring = app_definition_save(actor=user, definition=_definition([["habit_id"]]))
+    app_definition_save(actor=user, definition=_definition(None))  # declares none: no sync
+    # A retained storage still holding a first-form index (its app gone, the drop not run yet).
+    retained = Storage.objects.create(app=None, app_uuid=declaring.id, app_name="gone", detached_at=timezone.now())
+    _build_first_form_index(retained.id, "checkins", ("habit_id",))
+    queued = DBTaskResult.objects.filter(task_path__endswith="collection_indexes_task")
+    before = set(queued.values_list("id", flat=True))
+
+    migration.queue_syncs(apps, SimpleNamespace(connection=connection))
+
+    synced = [r.args_kwargs["kwargs"]["storage_id"] for r in queued.exclude(id__in=before)]
+    assert sorted(synced) == sorted([str(declaring.storage.id), str(retained.id)])

@@ -321,3 +321,17 @@ def test_postgres_paging_while_another_connection_keeps_inserting(user, order_by
     assert inserted, "the writer inserted nothing"
     assert len(seen) == len(set(seen)), "a record came twice"
     assert [record_id for record_id in seen if record_id in MIXED] == expected
+
+
+def test_a_cursor_minted_before_ties_followed_the_order_is_refused_saying_to_start_again(user):
+    from apps_registry.cursors import cursor_make, cursor_read
+    from apps_registry.routes.steps import FIND_CURSOR_FORM
+
+    app = paged_app(user, "-score")
+    seed_mixed(user, app)
+    current = page(user, app, size=2)["next_cursor"]
+    binding = f"{app.id}|r|items|-score"
+    position = cursor_read(current, binding=f"find{FIND_CURSOR_FORM}|{binding}", length=3, what="r")
+    old = cursor_make(position, binding=f"find|{binding}")  # the same position under form 1's binding
+    assert "Start again without a cursor" in invalid_cursor(user, app, old).message
+    assert page(user, app, current)["items"]

@@ -33,9 +33,12 @@ STORED = {
 WANTED = [1, 1.0, 2, 0, "1", "true", "null", True, False, None, 2**62 + 1, 2**62, "", 0.5]
 
 
-def _stores() -> tuple[SqlStore, MemoryStore]:
+def _stores(indexed: bool = False) -> tuple[SqlStore, MemoryStore]:
+    """The SQL store (with `indexed`, knowing of declared indexes on k and meta.k: on PostgreSQL, equality on them
+    is then written without the GIN containment) and the reference, holding the same records."""
     storage = Storage.objects.create(app=None, app_uuid=uuid.uuid4(), app_name="t", detached_at=timezone.now())
-    sql, memory = SqlStore(storage_id=storage.id, max_bytes=65536), MemoryStore()
+    indexes = {"c": ((("k",),), (("meta", "k"),))} if indexed else None
+    sql, memory = SqlStore(storage_id=storage.id, max_bytes=65536, indexes=indexes), MemoryStore()
     for name, value in STORED.items():
         for store in (sql, memory):
             store.insert("c", name, {"k": value, "meta": {"k": value}})
@@ -49,9 +52,10 @@ def _ids(store, where) -> list[str]:
     return sorted(r["id"] for r in store.find("c", where, [], None))
 
 
+@pytest.mark.parametrize("indexed", [False, True])
 @pytest.mark.parametrize("path", [("k",), ("meta", "k")])
-def test_equality_is_type_exact_and_the_same_on_both_databases(path):
-    sql, memory = _stores()
+def test_equality_is_type_exact_and_the_same_on_both_databases(path, indexed):
+    sql, memory = _stores(indexed)
     for wanted in WANTED:
         for op in ("eq", "ne"):
             where = [(path, op, wanted)]
@@ -71,8 +75,9 @@ MANY = [f"s{i}" for i in range(1500)] + list(range(1500)) + [0.5, True, False, N
 @pytest.mark.parametrize(
     "values", [[1, "1"], [True, None], ["true", "null", 0], [], [2**62 + 1, 2.0], [None], ["nope"], MANY]
 )
-def test_in_matches_what_eq_matches_for_any_of_its_values(values):
-    sql, memory = _stores()
+@pytest.mark.parametrize("indexed", [False, True])
+def test_in_matches_what_eq_matches_for_any_of_its_values(values, indexed):
+    sql, memory = _stores(indexed)
     where = [(("k",), "in", values)]
     assert _ids(sql, where) == _ids(memory, where)
     expected = sorted({i for v in values for i in _ids(memory, [(("k",), "eq", v)])})
@@ -126,3 +131,27 @@ def test_an_in_filter_on_postgresql_is_one_statement_shape_served_by_the_gin_ind
     assert few.query.sql_with_params()[0] == many.query.sql_with_params()[0]
     plan = _plan(*few.query.sql_with_params())
     assert "apps_registry_record_data_gin" in plan, plan
+
+
+@pytest.mark.postgres
+def test_a_route_writes_equality_on_a_declared_field_without_the_gin_containment_on_postgresql(user):
+    from apps_registry.services.definitions import app_definition_save
+    from apps_registry.services.routes import route_run
+
+    find = {"collection": "c", "where": {"k": "'v7'", "other": "'x'"}, "limit": "5"}
+    routes = {"r": {"kind": "query", "steps": [{"find": find, "as": "found"}, {"return": "size(found)"}]}}
+    finds: dict[str, str] = {}
+    for indexes in ([["k"]], None):
+        collections = {"c": {"indexes": indexes} if indexes else {}}
+        app = app_definition_save(actor=user, definition={"name": "A", "collections": collections, "routes": routes})
+        executed: list[str] = []
+
+        def capture(execute, sql, params, many, context, executed=executed):
+            executed.append(sql)
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(capture):
+            route_run(actor=user, app_id=app.id, op="r", params={}, kind="query")
+        (finds["indexed" if indexes else "plain"],) = [sql for sql in executed if "apps_registry_record" in sql]
+    assert finds["indexed"].count("@>") == 1  # `other` only: the App row of the route lookup told the store
+    assert finds["plain"].count("@>") == 2

@@ -29,3 +29,9 @@ def test_keepalive_benchmark_refuses_an_only_that_matches_no_configuration():
     out = subprocess.run(command, capture_output=True, text=True)
     assert out.returncode == 2
     assert "--only '3 workers' matches no configuration: 1 worker, asyncio, h11" in out.stderr
+
+
+def test_find_order_benchmark_prints_its_help():
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "find_order.py"), "--help"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "--sizes" in out.stdout and "--only" in out.stdout
