@@ -165,10 +165,15 @@ def test_problems_in_tests_are_listed_with_their_paths(user):
             "message": "must name one of the definition's routes (list_logs, log_habit), got 'nope'",
         },
         {"path": "tests[2].expect", "message": "needs exactly one of 'value' or 'error'"},
-        {"path": "tests[2].records_after", "message": "a query writes nothing; only a mutation's (or a migration's) test has it"},
+        {
+            "path": "tests[2].records_after",
+            "message": "a query writes nothing; only a mutation's (or a migration's) test has it",
+        },
         {
             "path": "tests[3]",
-            "message": "unknown key(s) extra; allowed: name, route, migrate, params, now, records, expect, records_after",
+            "message": (
+                "unknown key(s) extra; allowed: name, route, migrate, params, now, records, expect, records_after"
+            ),
         },
         {"path": "tests[3].params", "message": "must be an object (the route's params)"},
         {"path": "tests[3].records.logs[0].id", "message": "must be a string"},
