@@ -36,7 +36,11 @@ def test_good_hints_have_no_problems():
     ("hints", "path", "message"),
     [
         ({"summary": {"title": ""}}, "$.routes.summary.title", "must be text of 1 to 100 characters"),
-        ({"summary": {"view": "chart"}}, "$.routes.summary.view", "must be one of table, fields, figure, got 'chart'"),
+        (
+            {"summary": {"view": "pie"}},
+            "$.routes.summary.view",
+            "must be one of table, fields, figure, chart, got 'pie'",
+        ),
         ({"add_expense": {"view": "table"}}, "$.routes.add_expense.view", "is a hint for query routes only"),
         ({"summary": {"form": False}}, "$.routes.summary.form", "is a hint for mutation routes only"),
         ({"list_expenses": {"columns": []}}, "$.routes.list_expenses.columns", "must be an array of 1 to 50 columns"),
@@ -78,7 +82,7 @@ def test_columns_hint_chooses_order_and_labels():
         ("category", "Category", False),
         ("amount", "€", True),
     ]
-    assert [c.text for c in view.rows[0]] == ["food", "2"]
+    assert [c.text for c in view.rows[0].cells] == ["food", "2"]
 
 
 def test_view_hints_table_of_an_object_and_figure_of_a_single_value():
@@ -103,13 +107,13 @@ def test_saved_hints_are_stored_with_the_route_and_exported(user):
 
 @pytest.mark.django_db
 def test_bad_hints_refuse_the_save_at_their_path(user):
-    definition = with_hints(summary={"view": "chart"}, add_expense={"start": True})
+    definition = with_hints(summary={"view": "pie"}, add_expense={"start": True})
     with pytest.raises(InvalidDefinition) as exc:
         app_definition_save(actor=user, definition=definition)
     assert exc.value.kind == "invalid_definition"
     assert exc.value.errors == [
         {"path": "routes.add_expense.start", "message": "is a hint for query routes only"},
-        {"path": "routes.summary.view", "message": "must be one of table, fields, figure, got 'chart'"},
+        {"path": "routes.summary.view", "message": "must be one of table, fields, figure, chart, got 'pie'"},
     ]
 
 
