@@ -58,3 +58,28 @@ def record_params(route: Route) -> dict[str, str]:
 def is_destructive(route: Route) -> bool:
     """Whether the mutation deletes records (its buttons ask to confirm first)."""
     return any(isinstance(node.get("delete"), Mapping) for node in _nodes(_body(route)))
+
+
+def shown_collections(route: Route) -> set[str]:
+    """The collections whose records a query returns as they are stored (`find`, `get`): a page showing its
+    result already shows their records."""
+    found = set()
+    for node in _nodes(_body(route)):
+        for kind in ("find", "get"):
+            spec = node.get(kind)
+            if isinstance(spec, Mapping) and isinstance(spec.get("collection"), str):
+                found.add(spec["collection"])
+    return found
+
+
+def field_order(routes: list[Route]) -> list[str]:
+    """Field names in the order the app's routes write them (inputs, then outputs, route by route): the
+    order a table of raw records puts its columns in."""
+    order: list[str] = []
+    for route in routes:
+        for schema in (route.input_schema_ordered, route.output_schema_ordered):
+            for node in _nodes(schema):
+                properties = node.get("properties")
+                if isinstance(properties, Mapping):
+                    order.extend(k for k in properties if isinstance(k, str) and k not in order)
+    return order

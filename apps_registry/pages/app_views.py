@@ -30,7 +30,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps_registry.access import SHAREABLE_ROLES, app_for, role_allows
 from apps_registry.exceptions import AccessDenied, CharmingError, HandlerError, InvalidInput, NotFound, UnknownOp
 from apps_registry.models import App, Route
-from apps_registry.pages.actions import is_destructive, record_params
+from apps_registry.pages.actions import field_order, is_destructive, record_params, shown_collections
 from apps_registry.pages.forms import InvitationCreateForm
 from apps_registry.pages.hints import route_hints, route_title
 from apps_registry.pages.paging import CURSOR, is_paged, page_parts, without_cursor
@@ -44,6 +44,7 @@ from apps_registry.pages.schema_forms import (
 )
 from apps_registry.pages.words import friendly_error, humanize, people_text
 from apps_registry.selectors import (
+    LABEL_FIELDS,
     advisories_for_users,
     app_versions_of,
     feedback_sent_by,
@@ -114,6 +115,7 @@ class QueryPanel:
     rows_next_url: str = ""
     notice: Notice | None = None
     place: str = ""
+    filter_folded: bool = False  # only optional filters, none used: folded under "Filter"
 
 
 @dataclass
@@ -160,6 +162,7 @@ class PageContext:
         self.query = query
         self.titles = {r.name: route_title(r) for r in routes}
         self._choices: dict[tuple[str, str], tuple[int, list[tuple[str, str]], str]] = {}
+        self._rows = 0  # rows given actions so far: their forms' ids stay unique on the page
 
     def words(self, route: Route) -> str:
         hints = route_hints(route)
@@ -211,18 +214,27 @@ class PageContext:
                     route=route, title=self.titles[name], param=param, destructive=is_destructive(route), extra=extra
                 )
             )
-        return actions
+        return sorted(actions, key=lambda action: action.destructive)  # the ones that delete last
 
     def rows_act(self, view: ResultView, actions: list[RowAction], place: str) -> None:
-        """Give each row of a table (with an id) a form per row action."""
-        if view.shape != "table" or not actions:
+        """Give each row of a table (with an id) a form per row action: the view's own table, or the tables
+        of records inside an object (a report's list of expenses)."""
+        if not actions:
             return
-        for index, row in enumerate(view.rows):
+        if view.shape == "fields":
+            for _label, item in view.items:
+                if item.nested is not None:
+                    self.rows_act(item.nested, actions, place)
+            return
+        if view.shape != "table":
+            return
+        for row in view.rows:
             if not row.id:
                 continue
+            self._rows += 1
             for action in actions:
                 records = {k: v for k, v in record_params(action.route).items() if k != action.param}
-                form = schema_form(action.extra, id_prefix=f"r-{place}-{index}-{action.route.name}", records=records)
+                form = schema_form(action.extra, id_prefix=f"r{self._rows}-{action.route.name}", records=records)
                 row.actions.append(RowForm(action=action, form=self.pickers_fill(form), row_id=row.id))
 
 
@@ -248,6 +260,7 @@ def _query_panel(page: PageContext, route: Route) -> QueryPanel:
     )
     submitted = any(key.startswith(prefix) for key in query)
     form_parse(form, query)
+    panel.filter_folded = not submitted and not form.required_names() and not form.has_errors
     if form.has_errors or not (submitted or not form.required_names()):
         return panel
     panel.ran = True
@@ -293,16 +306,25 @@ def _int(text: str) -> int:
     return int(text) if text.isdigit() and len(text) < 7 else 1
 
 
-def _recent_panels(page: PageContext, counts: dict[str, int], mutations: list[Route]) -> list[RecentPanel]:
-    """The newest records of each collection shown to people, with the actions that take one of them."""
+def _recent_panels(
+    page: PageContext, counts: dict[str, int], mutations: list[Route], shown: set[str]
+) -> list[RecentPanel]:
+    """The newest records of each collection shown to people that no view already lists (`shown`), with the
+    actions that take one of them."""
     panels = []
+    order = field_order(list(page.routes.values()))
     for collection, count in counts.items():
-        if not count or collection_hidden(page.app, collection):
+        if not count or collection_hidden(page.app, collection) or collection in shown:
             continue
         records = records_recent_of(page.app, collection=collection, limit=RECENT_RECORDS)
         rows = [{**(r.data if isinstance(r.data, dict) else {"value": r.data}), "id": r.record_id} for r in records]
+        keys: list[str] = []
+        for row in rows:
+            keys.extend(k for k in row if k not in keys)
+        label = next((k for k in LABEL_FIELDS if k in keys), "")
+        keys.sort(key=lambda k: (k != label, order.index(k) if k in order else len(order), k))
         place = f"recent-{collection}"
-        view = table_view(rows, {})
+        view = table_view(rows, {"properties": {k: {} for k in keys}})
         names = [
             (route.name, param)
             for route in mutations
@@ -361,7 +383,15 @@ def app_page_render(
             )
         )
     counts = record_counts_of(app)
-    recent = _recent_panels(page, counts, mutation_routes)
+    # Collections a view lists without being asked (it needs no filter, and returns their records) are not
+    # repeated as "Recently added"; a view that waits for a filter (expenses of one category) does not count.
+    shown = {
+        c
+        for p in queries
+        if p.view is not None and p.view.shape != "empty" and not p.form.required_names()
+        for c in shown_collections(p.route)
+    }
+    recent = _recent_panels(page, counts, mutation_routes, shown)
     notices: dict[str, Notice] = {}
     stored = request.session.pop(LAST_RESULT_SESSION_KEY, None) if failed is None and failed_notice is None else None
     if isinstance(stored, dict) and stored.get("app") == str(app.id):
@@ -387,6 +417,7 @@ def app_page_render(
         "mutations": mutations,
         "recent": recent,
         "has_start": any(route_hints(r).start for r in ordered),
+        "has_records": any(counts.values()),
         "back": query.urlencode(),
         "advisories": list(advisories_for_users(app)),
         "feedback": list(feedback_sent_by(user=request.user, app=app)),

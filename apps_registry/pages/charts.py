@@ -12,14 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps_registry.pages.results import ResultView, cell, table_view
+from django.utils import dateformat
+
+from apps_registry.pages.results import ResultView, cell, number_text, table_view
 from apps_registry.pages.words import humanize
 
-WIDTH, HEIGHT = 480, 260  # the viewBox; the picture scales to the card's width
-LEFT, RIGHT, TOP, BOTTOM = 56, 12, 14, 44  # room for the y axis' figures and the x axis' labels
+WIDTH, HEIGHT = 420, 240  # the viewBox; the picture scales to the card's width
+LEFT, RIGHT, TOP, BOTTOM = 52, 12, 30, 44  # room for the y axis' figures and the x axis' labels
 MAX_POINTS = 60  # rows drawn; the table beside the chart has them all
 MAX_X_LABELS = 8
 LABEL_CHARS = 10
+CHAR_WIDTH = 7.5  # an axis label character's width in the viewBox's units, about
 
 
 @dataclass(frozen=True)
@@ -79,12 +82,8 @@ class Chart:
         return self.height - 6
 
     @property
-    def y_label_x(self) -> int:
-        return 12
-
-    @property
-    def middle_y(self) -> float:
-        return (self.top + self.bottom) / 2
+    def y_label_y(self) -> int:
+        return self.top - 14
 
     @property
     def middle_x(self) -> float:
@@ -117,6 +116,15 @@ def nice_step(span: float, ticks: int = 4) -> float:
         if raw <= factor * power:
             return factor * power
     return 10 * power
+
+
+def _axis_text(value: Any) -> str:
+    """A value as an axis label: a day without its year ("3 Nov"), a month as "Nov 26", else as the page shows it."""
+    if value.kind in ("date", "datetime"):
+        return dateformat.format(value.value, "j M")
+    if value.kind == "month":
+        return dateformat.format(value.value, "M y")
+    return str(value.text)
 
 
 def _short(text: str) -> str:
@@ -164,14 +172,20 @@ def chart_view(value: Any, schema: Mapping[str, Any], spec: Mapping[str, Any]) -
 
     y_schema = props.get(y_keys[0]) if isinstance(props.get(y_keys[0]), Mapping) else {}
     ticks = round((high - low) / step)
-    chart.y_ticks = [Tick(y_of(low + i * step), cell(_tidy(low + i * step), y_schema).text) for i in range(ticks + 1)]
+    chart.y_ticks = [
+        Tick(y_of(low + i * step), number_text(_tidy(low + i * step), y_schema, compact=True)[1])
+        for i in range(ticks + 1)
+    ]
     chart.baseline = y_of(0.0)
     band = (chart.right - chart.left) / max(1, len(drawn))
-    every = max(1, math.ceil(len(drawn) / MAX_X_LABELS))
-    x_texts = [cell(row.get(x_key), props.get(x_key)).text for row in drawn]
-    chart.x_ticks = [
-        Tick(chart.left + band * (i + 0.5), _short(text)) for i, text in enumerate(x_texts) if i % every == 0
-    ]
+    x_cells = [cell(row.get(x_key), props.get(x_key)) for row in drawn]
+    x_texts = [c.text for c in x_cells]
+    labels_x = [_short(_axis_text(c)) for c in x_cells]
+    # As many labels as fit side by side (about 7 units a character at the axis' font size), evenly spread.
+    widest = max((len(text) for text in labels_x), default=1) * CHAR_WIDTH + 10
+    fit = max(1, min(MAX_X_LABELS, int((chart.right - chart.left) // widest)))
+    every = max(1, math.ceil(len(drawn) / fit))
+    chart.x_ticks = [Tick(chart.left + band * (i + 0.5), text) for i, text in enumerate(labels_x) if i % every == 0]
     for index, key in enumerate(y_keys):
         series = Series(label=labels[key], index=index)
         key_schema = props.get(key) if isinstance(props.get(key), Mapping) else {}

@@ -270,14 +270,20 @@ def table_view(
     )
 
 
-def number_text(value: int | float, schema: Mapping[str, Any] | None = None) -> tuple[str, str]:
-    """(kind, text) of a number: `number` with thousands separators, or `money` in its currency, or with its unit."""
+def number_text(
+    value: int | float, schema: Mapping[str, Any] | None = None, *, compact: bool = False
+) -> tuple[str, str]:
+    """(kind, text) of a number: `number` with thousands separators, or `money` in its currency, or with its unit.
+    `compact` (a chart's axis) drops the cents of whole amounts and writes thousands as k."""
     unit = schema.get(UNIT) if isinstance(schema, Mapping) else None
     unit = unit.strip() if isinstance(unit, str) else ""
     sign = MINUS if value < 0 else ""
-    magnitude = abs(value)
+    magnitude: int | float = abs(value)
+    if compact and magnitude >= 10_000:
+        kind, text = number_text(magnitude / 1000, {}, compact=True)
+        return number_text_with_unit(sign + text + "k", unit)
     if unit and _CURRENCY.match(unit):
-        digits = 0 if unit in ZERO_DECIMAL_CURRENCIES else 2
+        digits = 0 if unit in ZERO_DECIMAL_CURRENCIES or (compact and float(magnitude).is_integer()) else 2
         amount = f"{magnitude:,.{digits}f}"
         symbol = CURRENCY_SYMBOLS.get(unit)
         return "money", f"{sign}{symbol}{amount}" if symbol else f"{sign}{amount} {unit}"
@@ -289,9 +295,17 @@ def number_text(value: int | float, schema: Mapping[str, Any] | None = None) -> 
         text = f"{magnitude:,.2f}"
     else:
         text = f"{magnitude:g}"
-    text = sign + text
+    return number_text_with_unit(sign + text, unit)
+
+
+def number_text_with_unit(text: str, unit: str) -> tuple[str, str]:
     if not unit:
         return "number", text
+    if _CURRENCY.match(unit):
+        symbol = CURRENCY_SYMBOLS.get(unit)
+        negative = text.startswith(MINUS)
+        bare = text.removeprefix(MINUS)
+        return "money", (MINUS if negative else "") + (f"{symbol}{bare}" if symbol else f"{bare} {unit}")
     return "number", f"{text}{unit}" if unit == "%" else f"{text} {unit}"
 
 

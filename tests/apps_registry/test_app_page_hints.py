@@ -97,9 +97,13 @@ def test_saved_hints_are_stored_with_the_route_and_exported(user):
     columns = ["at", {"key": "amount", "label": "€"}, "category"]
     definition = with_hints(summary={"title": "This month", "start": True}, list_expenses={"columns": columns})
     app = app_definition_save(actor=user, definition=definition)
-    assert Route.objects.get(app=app, name="summary").hints == {"title": "This month", "start": True}
-    assert Route.objects.get(app=app, name="list_expenses").hints == {"columns": columns}
-    assert Route.objects.get(app=app, name="add_expense").hints == {}
+    assert Route.objects.get(app=app, name="summary").hints == {
+        "title": "This month",
+        "help": "Your budget, what you spent and what is left.",
+        "start": True,
+    }
+    assert Route.objects.get(app=app, name="list_expenses").hints["columns"] == columns
+    assert Route.objects.get(app=app, name="add_expense").hints == {}  # the example gives it none
     exported = app_definition_export(actor=user, app_id=app.id)
     assert exported["routes"]["summary"]["title"] == "This month"
     assert exported["routes"]["list_expenses"]["columns"] == columns
@@ -107,7 +111,7 @@ def test_saved_hints_are_stored_with_the_route_and_exported(user):
 
 @pytest.mark.django_db
 def test_bad_hints_refuse_the_save_at_their_path(user):
-    definition = with_hints(summary={"view": "pie"}, add_expense={"start": True})
+    definition = with_hints(summary={"view": "pie", "start": False}, add_expense={"start": True})
     with pytest.raises(InvalidDefinition) as exc:
         app_definition_save(actor=user, definition=definition)
     assert exc.value.kind == "invalid_definition"
