@@ -543,7 +543,7 @@ def picker_options(request: HttpRequest, app_id: uuid.UUID, collection: str) -> 
     app, _role = app_or_404(request, app_id)
     if collection not in (app.collections or {}):
         raise Http404("This app has no such collection.")
-    label = request.GET.get("label", "")[:100]
+    label = request.GET.get("label", "")[:100] or record_label_field(app, collection=collection)
     query = request.GET.get("_pick_q", "").strip()[:200]
     total, choices = record_choices_of(app, collection=collection, label_field=label, query=query, limit=PICKER_CHOICES)
     context = {"choices": choices, "total": total, "value_chosen": request.GET.get("value", "")}

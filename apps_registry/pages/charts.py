@@ -113,7 +113,7 @@ def nice_step(span: float, ticks: int = 4) -> float:
     raw = span / ticks
     power = 10 ** math.floor(math.log10(raw))
     for factor in (1, 2, 5, 10):
-        if raw <= factor * power:
+        if raw <= factor * power * 1.25:  # a little over `ticks` parts is fine: 0-1000 by 200, not by 500
             return factor * power
     return 10 * power
 

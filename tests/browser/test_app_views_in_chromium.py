@@ -271,3 +271,22 @@ def test_without_javascript_an_action_comes_back_to_its_card_with_the_filters(br
         assert not Record.objects.filter(storage__app=apps["budget"], data__category="travel").exists()
     finally:
         context.close()
+
+
+def test_a_picker_of_many_records_narrows_as_you_type(browser, live_server, apps, monkeypatch):
+    from apps_registry.pages import app_views
+
+    monkeypatch.setattr(app_views, "PICKER_CHOICES", 2)  # the three to-dos are "many"
+    context, page = open_context(browser, live_server, "desktop")
+    try:
+        page.goto(f"/apps/{apps['todo'].id}/")
+        action = page.locator("#action-complete_todo")
+        expect(action.locator("select[name=id] option")).to_have_count(3)  # "Choose…" and the first two
+        action.locator("input.picker-search").fill("mum")
+        expect(action.locator("select[name=id] option")).to_have_text(["Choose…", "Call mum"])
+        action.locator("select[name=id]").select_option(label="Call mum")
+        action.locator("button[type=submit]").click()
+        expect(page.locator("#action-complete_todo-notice")).to_contain_text("Tick off: done.")
+        assert Record.objects.get(collection="todos", data__title="Call mum").data["done"] is True
+    finally:
+        context.close()
