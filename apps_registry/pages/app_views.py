@@ -155,8 +155,11 @@ class PageContext:
     """What the panels of one rendering share: the app, the filters, the titles of its routes (for words),
     and the pickers' choices (read once per collection)."""
 
-    def __init__(self, request: HttpRequest, app: App, routes: list[Route], query: QueryDict) -> None:
+    def __init__(
+        self, request: HttpRequest, app: App, routes: list[Route], query: QueryDict, *, can_mutate: bool
+    ) -> None:
         self.request = request
+        self.can_mutate = can_mutate  # viewers get no row actions (their POSTs would be refused anyway)
         self.app = app
         self.routes = {r.name: r for r in routes}
         self.query = query
@@ -195,7 +198,9 @@ class PageContext:
         return form
 
     def row_actions(self, names: list[tuple[str, str]]) -> list[RowAction]:
-        actions = []
+        actions: list[RowAction] = []
+        if not self.can_mutate:
+            return actions
         for name, param in names:
             route = self.routes.get(name)
             if route is None or route.kind != "mutation":
@@ -362,7 +367,7 @@ def app_page_render(
     can_mutate = role_allows(role, "mutate")
     # The filters the views are drawn with: the page's own, or (after a POST) those the form came from.
     query = request.GET if back is None else QueryDict(back[:2000])
-    page = PageContext(request, app, routes, query)
+    page = PageContext(request, app, routes, query, can_mutate=can_mutate)
     # The author's start view first (a stable sort keeps the others by name).
     ordered = sorted((r for r in routes if r.kind == "query"), key=lambda r: not route_hints(r).start)
     queries = [_query_panel(page, r) for r in ordered]
@@ -418,6 +423,7 @@ def app_page_render(
         "recent": recent,
         "has_start": any(route_hints(r).start for r in ordered),
         "has_records": any(counts.values()),
+        "lead": people_text(app.description, page.titles),
         "back": query.urlencode(),
         "advisories": list(advisories_for_users(app)),
         "feedback": list(feedback_sent_by(user=request.user, app=app)),

@@ -78,10 +78,11 @@ def hint_problems(definition: Any) -> list[dict[str, str]]:
             text = route["help"]
             if not isinstance(text, str) or not text.strip() or len(text) > MAX_HELP:
                 problem("help", f"must be text of 1 to {MAX_HELP} characters, written for the people using the page")
+        # (a route whose kind is not query or mutation is reported for that alone, not for its hints too)
         for key in _QUERY_ONLY:
-            if key in route and kind != "query":
+            if key in route and kind == "mutation":
                 problem(key, "is a hint for query routes only")
-        if "form" in route and kind != "mutation":
+        if "form" in route and kind == "query":
             problem("form", "is a hint for mutation routes only")
         if "view" in route and route["view"] not in VIEWS:
             problem("view", f"must be one of {', '.join(VIEWS)}, got {json_repr(route['view'])}")

@@ -216,3 +216,14 @@ def test_unknown_urls_and_refusals_get_styled_pages_in_the_sites_layout(client, 
     strict.force_login(user)
     refused = strict.post(reverse("app_feedback", args=["00000000-0000-0000-0000-000000000000"]), {"body": "x"})
     assert refused.status_code == 403 and "This form has expired" in text(refused)
+
+
+def test_a_viewer_gets_no_row_actions(client, user, todo):
+    from apps_registry.access import membership_set
+
+    viewer = UserFactory(username="vera")
+    membership_set(actor=user, app=todo, user=viewer, role="viewer")
+    client.force_login(viewer)
+    body = text(client.get(reverse("app_page", args=[todo.id])))
+    assert "Buy milk</td>" in body
+    assert "row-actions" not in body and "Tick off" not in body
