@@ -126,6 +126,7 @@ class MutationPanel:
     help: str = ""
     notice: Notice | None = None
     place: str = ""
+    destructive: bool = False  # its button is drawn as a danger
 
 
 @dataclass
@@ -240,6 +241,10 @@ class PageContext:
             for action in actions:
                 records = {k: v for k, v in record_params(action.route).items() if k != action.param}
                 form = schema_form(action.extra, id_prefix=f"r{self._rows}-{action.route.name}", records=records)
+                for spec in form.fields:  # what the row holds now, to change (a rename starts from the title)
+                    current = row.data.get(spec.name)
+                    if isinstance(current, (str, int, float)) and not isinstance(current, bool):
+                        spec.value = str(current)
                 row.actions.append(RowForm(action=action, form=self.pickers_fill(form), row_id=row.id))
 
 
@@ -385,6 +390,7 @@ def app_page_render(
                 form=page.pickers_fill(form),
                 help=page.words(r),
                 place=f"action-{r.name}",
+                destructive=is_destructive(r),
             )
         )
     counts = record_counts_of(app)

@@ -65,6 +65,7 @@ def test_each_row_of_a_view_gets_its_actions_with_the_rows_id(signed_in, todo):
     assert 'Tick off<span class="visually-hidden"> “Buy milk”</span></button>' in milk
     # rename asks for its other param on the row; delete asks to confirm
     assert re.search(r'<summary class="button small secondary">Rename<span class="visually-hidden"> “Buy milk”', milk)
+    assert re.search(r'name="title" value="Buy milk"', milk)  # a rename starts from the row's title
     assert "Delete “Buy milk”? This cannot be undone." in milk
     assert milk.index("Rename") < milk.index("Delete")  # the ones that delete come last
     assert '<th scope="col">Id</th>' not in body

@@ -105,7 +105,9 @@ def test_saved_hints_are_stored_with_the_route_and_exported(user):
         "start": True,
     }
     assert Route.objects.get(app=app, name="list_expenses").hints["columns"] == columns
-    assert Route.objects.get(app=app, name="add_expense").hints == {}  # the example gives it none
+    assert Route.objects.get(app=app, name="add_expense").hints == {
+        "help": "What you spent, on what, and a note if you like."
+    }
     exported = app_definition_export(actor=user, app_id=app.id)
     assert exported["routes"]["summary"]["title"] == "This month"
     assert exported["routes"]["list_expenses"]["columns"] == columns
