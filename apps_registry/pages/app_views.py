@@ -317,14 +317,16 @@ def _int(text: str) -> int:
 
 
 def _recent_panels(
-    page: PageContext, counts: dict[str, int], mutations: list[Route], shown: set[str]
+    page: PageContext, counts: dict[str, int], mutations: list[Route], shown: set[str], *, keep: set[str]
 ) -> list[RecentPanel]:
     """The newest records of each collection shown to people that no view already lists (`shown`), with the
-    actions that take one of them."""
+    actions that take one of them; the places in `keep` (a notice's) are drawn whatever they hold."""
     panels = []
     order = field_order(list(page.routes.values()))
     for collection, count in counts.items():
-        if not count or collection_hidden(page.app, collection) or collection in shown:
+        if collection_hidden(page.app, collection):
+            continue
+        if (not count or collection in shown) and f"recent-{collection}" not in keep:
             continue
         records = records_recent_of(page.app, collection=collection, limit=RECENT_RECORDS)
         rows = [{**(r.data if isinstance(r.data, dict) else {"value": r.data}), "id": r.record_id} for r in records]
@@ -402,7 +404,6 @@ def app_page_render(
         if p.view is not None and p.view.shape != "empty" and not p.form.required_names()
         for c in shown_collections(p.route)
     }
-    recent = _recent_panels(page, counts, mutation_routes, shown)
     notices: dict[str, Notice] = {}
     stored = request.session.pop(LAST_RESULT_SESSION_KEY, None) if failed is None and failed_notice is None else None
     if isinstance(stored, dict) and stored.get("app") == str(app.id):
@@ -416,9 +417,13 @@ def app_page_render(
         )
     if failed_notice is not None:
         notices[failed_notice[0]] = failed_notice[1]
+    # A collection a notice is about keeps its card, even once its last record is gone.
+    recent = _recent_panels(page, counts, mutation_routes, shown, keep=set(notices))
     panels: list[QueryPanel | MutationPanel | RecentPanel] = [*queries, *mutations, *recent]
     for panel in panels:
-        panel.notice = notices.get(panel.place)
+        panel.notice = notices.pop(panel.place, None)
+    if notices and panels:  # its card is not on the page (an action since hidden): the first card shows it
+        panels[0].notice = next(iter(notices.values()))
     context = {
         "app": app,
         "role": role,

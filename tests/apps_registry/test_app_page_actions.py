@@ -228,3 +228,16 @@ def test_a_viewer_gets_no_row_actions(client, user, todo):
     body = text(client.get(reverse("app_page", args=[todo.id])))
     assert "Buy milk</td>" in body
     assert "row-actions" not in body and "Tick off" not in body
+
+
+def test_deleting_the_last_record_from_recently_added_still_shows_the_result_there(signed_in, user):
+    app = app_definition_save(actor=user, definition=example("budget"))
+    run(user, app, "set_budget", {"limit": 100})
+    expense = run(user, app, "add_expense", {"amount": 5, "category": "food"})
+    response = signed_in.post(
+        reverse("app_route_submit", args=[app.id, "delete_expense"]),
+        {"id": expense["id"], "_place": "recent-expenses", "_row": "food"},
+    )
+    assert response["Location"].endswith("#recent-expenses")
+    recent = card(text(signed_in.get(response["Location"])), "recent-expenses")
+    assert "Delete: done (“food”)." in recent and "Nothing to show yet." in recent
