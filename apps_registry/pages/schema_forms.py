@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps_registry.pages.results import Cell, Column, ResultView, Row, cell, result_view
+from apps_registry.pages.results import CURRENCY_SYMBOLS, Cell, Column, ResultView, Row, cell, result_view
 from apps_registry.pages.words import friendly_error, humanize
-from apps_registry.routes.hints import LABEL, RECORD
+from apps_registry.routes.hints import LABEL, RECORD, UNIT
 
 __all__ = [
     "Cell",
@@ -252,6 +252,9 @@ def _field(
         base.widget = "number"
         base.attrs.update(_number_attrs(schema, integer=kind == "integer"))
         base.hint = _bounds_hint(schema)
+        unit = schema.get(UNIT)
+        if isinstance(unit, str) and unit.strip():  # "Amount (€)"
+            base.label += f" ({CURRENCY_SYMBOLS.get(unit.strip(), unit.strip())})"
         return base
     if kind == "boolean":
         # A required yes/no is a checkbox (unticked: false); an optional one may also be left unset.

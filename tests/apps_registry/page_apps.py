@@ -21,7 +21,7 @@ SPENDING: dict[str, Any] = {
             "input": {
                 "type": "object",
                 "properties": {
-                    "amount": {"type": "number", "exclusiveMinimum": 0},
+                    "amount": {"type": "number", "exclusiveMinimum": 0, "x-charming-unit": "EUR"},
                     "category": {"type": "string", "minLength": 1, "maxLength": 40},
                     "day": {"type": "string", "format": "date"},
                     "tags": {"type": "array", "items": {"type": "string"}},

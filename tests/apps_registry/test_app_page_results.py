@@ -249,3 +249,14 @@ def test_a_record_param_is_a_picker_named_after_its_collection():
         "category",
         "Expense",
     )
+
+
+def test_a_number_input_with_a_unit_says_it_in_its_label():
+    form = schema_form(SPENDING["routes"]["add_expense"]["input"])
+    assert form.fields[0].label == "Amount (€)"
+    assert (
+        schema_form({"type": "object", "properties": {"w": {"type": "number", "x-charming-unit": "kg"}}})
+        .fields[0]
+        .label
+        == "W (kg)"
+    )
