@@ -18,7 +18,7 @@ from apps_registry.pages.results import ResultView, cell, number_text, table_vie
 from apps_registry.pages.words import humanize
 
 WIDTH, HEIGHT = 420, 240  # the viewBox; the picture scales to the card's width
-LEFT, RIGHT, TOP, BOTTOM = 52, 12, 30, 44  # room for the y axis' figures and the x axis' labels
+LEFT, RIGHT, TOP, BOTTOM = 36, 12, 30, 44  # the least room for the y axis' figures; the x axis' labels
 MAX_POINTS = 60  # rows drawn; the table beside the chart has them all
 MAX_X_LABELS = 8
 LABEL_CHARS = 10
@@ -177,6 +177,8 @@ def chart_view(value: Any, schema: Mapping[str, Any], spec: Mapping[str, Any]) -
         for i in range(ticks + 1)
     ]
     chart.baseline = y_of(0.0)
+    # room for the widest figure of the y axis (about 8 units a character at its font size)
+    chart.left = max(LEFT, 12 + 8 * max((len(tick.text) for tick in chart.y_ticks), default=0))
     band = (chart.right - chart.left) / max(1, len(drawn))
     x_cells = [cell(row.get(x_key), props.get(x_key)) for row in drawn]
     x_texts = [c.text for c in x_cells]

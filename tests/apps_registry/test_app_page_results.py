@@ -144,6 +144,7 @@ def test_a_bar_chart_has_its_bars_axes_and_table():
     assert chart.caption == "Total by month (bar chart)"
     assert [t.text for t in chart.x_ticks] == ["Sep 26", "Oct 26", "Nov 26"]
     assert chart.y_ticks[0].text == "−€200" and chart.y_ticks[-1].text == "€800"
+    assert chart.left == 12 + 8 * len("−€200")  # room for the widest figure
     bars = chart.series[0].bars
     assert len(bars) == 3 and bars[0].title == "Sep 2026: €712.00"
     assert bars[2].y == pytest.approx(chart.baseline)  # a negative bar hangs below the zero line
