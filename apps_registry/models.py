@@ -123,7 +123,8 @@ class Route(models.Model):
     output_schema = models.JSONField(null=True, blank=True)
     # The author's steps, or the legacy {"handler": {...}} form, exactly as written.
     definition = models.JSONField(default=dict)
-    # Presentation hints for the app page (title, view, columns, start, form), as written; see routes/hints.py.
+    # Presentation hints for the app page (title, help, view, chart, columns, row_actions, ...), as written;
+    # see routes/hints.py.
     hints = models.JSONField(default=dict, blank=True)
     # The input and output schemas as JSON text in the author's key order, which jsonb does not keep: the
     # order the app page shows a form's fields and a table's columns in (empty for routes saved before it).

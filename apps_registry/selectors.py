@@ -4,12 +4,14 @@ operators (who see every app)."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db.models import Case, Count, IntegerField, Max, Q, QuerySet, Sum, TextField, Value, When
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, Length
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
@@ -358,3 +360,56 @@ def app_versions_of(app: App, *, limit: int = 20) -> list[AppVersion]:
 def app_owned_named(*, owner: Any, name: str) -> App | None:
     """The owner's oldest app with exactly this name, if any (import_app refuses a silent second copy)."""
     return App.objects.filter(owner=owner, name=name).order_by("created_at").first()
+
+
+def records_recent_of(app: App, *, collection: str, limit: int) -> list[Record]:
+    """The collection's newest records (by when they were added), newest first."""
+    return list(Record.objects.filter(storage__app=app, collection=collection).order_by("-created_at", "-id")[:limit])
+
+
+LABEL_FIELDS = ("title", "name", "label", "description", "category")
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # a field a JSON key lookup can name as it is
+
+
+def record_label_field(app: App, *, collection: str) -> str:
+    """The field a collection's records are best named by for a person: a usual name field its newest record
+    holds as text, else the first text field it holds ("" when none: the picker shows ids)."""
+    newest = records_recent_of(app, collection=collection, limit=1)
+    data = newest[0].data if newest and isinstance(newest[0].data, dict) else {}
+    for key in LABEL_FIELDS:
+        if isinstance(data.get(key), str):
+            return key
+    return next(
+        (
+            k
+            for k, v in data.items()
+            if isinstance(v, str) and _PLAIN_KEY.match(k) and "__" not in k and k != "id" and not k.endswith("_id")
+        ),
+        "",
+    )
+
+
+def record_choices_of(
+    app: App, *, collection: str, label_field: str, query: str = "", limit: int = 200
+) -> tuple[int, list[tuple[str, str]]]:
+    """(how many records match, the first `limit` as (id, label)) of a collection, ordered by the label;
+    `query` matches any part of the label or of the id."""
+    records = Record.objects.filter(storage__app=app, collection=collection)
+    if query:
+        match = Q(record_id__icontains=query)
+        if label_field and _PLAIN_KEY.match(label_field) and "__" not in label_field:
+            match |= Q(**{f"data__{label_field}__icontains": query})
+        records = records.filter(match)
+    total = records.count()
+    if label_field:
+        records = records.annotate(label=Cast(KeyTextTransform(label_field, "data"), TextField())).order_by(
+            "label", "record_id"
+        )
+    else:
+        records = records.order_by("record_id")
+    choices = []
+    for record in records[:limit]:
+        data = record.data if isinstance(record.data, dict) else {}
+        label = data.get(label_field) if label_field else None
+        choices.append((record.record_id, str(label) if label not in (None, "") else record.record_id))
+    return total, choices

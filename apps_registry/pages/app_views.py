@@ -9,8 +9,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -29,37 +30,73 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps_registry.access import SHAREABLE_ROLES, app_for, role_allows
 from apps_registry.exceptions import AccessDenied, CharmingError, HandlerError, InvalidInput, NotFound, UnknownOp
 from apps_registry.models import App, Route
+from apps_registry.pages.actions import field_order, is_destructive, record_params, shown_collections
 from apps_registry.pages.forms import InvitationCreateForm
 from apps_registry.pages.hints import route_hints, route_title
 from apps_registry.pages.paging import CURSOR, is_paged, page_parts, without_cursor
+from apps_registry.pages.results import ResultView, cell, result_view, table_view
 from apps_registry.pages.schema_forms import (
-    ResultView,
     SchemaForm,
-    cell,
     errors_place,
     field_place_detail,
     form_parse,
-    result_view,
     schema_form,
 )
+from apps_registry.pages.words import friendly_error, humanize, people_text
 from apps_registry.selectors import (
+    LABEL_FIELDS,
     advisories_for_users,
     app_versions_of,
     feedback_sent_by,
     invitations_pending_of,
     members_of,
+    record_choices_of,
     record_counts_of,
+    record_label_field,
     records_of,
+    records_recent_of,
     routes_of,
 )
 from apps_registry.services.apps import app_delete, app_delete_check
 from apps_registry.services.feedback import feedback_send
 from apps_registry.services.routes import route_run
 
-# The result of the last successful mutation, shown once on the page the POST redirects to.
+# The result of the last successful mutation, shown once, next to the form or the row it came from.
 LAST_RESULT_SESSION_KEY = "charming.last_result"
 RECORDS_PER_PAGE = 25
+RECENT_RECORDS = 5  # rows of each collection in the start view's "Recently added"
+PICKER_CHOICES = 200  # records a picker lists at once; more get a search box
 APP_NOT_FOUND = "No app with this id exists, or it is not shared with you."
+_PLACE = re.compile(r"^(action|view|recent)-[A-Za-z0-9_-]{1,120}$")
+
+
+@dataclass
+class Notice:
+    """What an action did (or why it failed), shown in the card it was started from."""
+
+    kind: str  # done or error
+    title: str
+    view: ResultView | None = None
+    messages: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RowAction:
+    """A mutation offered on each row of a table: the row's id goes in as `param`; other required params
+    are asked in a small form; a mutation that deletes asks to confirm."""
+
+    route: Route
+    title: str
+    param: str
+    destructive: bool
+    extra: dict[str, Any]  # the input schema of the params asked for on the row
+
+
+@dataclass
+class RowForm:
+    action: RowAction
+    form: SchemaForm
+    row_id: str
 
 
 @dataclass
@@ -67,12 +104,18 @@ class QueryPanel:
     route: Route
     title: str
     form: SchemaForm
+    help: str = ""
     ran: bool = False
     view: ResultView | None = None
     error: str = ""
     carry: list[tuple[str, str]] | None = None  # the other views' filters, kept when this one is submitted
     next_url: str = ""  # a paged view's next page (the same filters, the route's next_cursor)
     first_url: str = ""  # back to its first page, once past it
+    rows_prev_url: str = ""  # a long table's pages
+    rows_next_url: str = ""
+    notice: Notice | None = None
+    place: str = ""
+    filter_folded: bool = False  # only optional filters, none used: folded under "Filter"
 
 
 @dataclass
@@ -80,6 +123,22 @@ class MutationPanel:
     route: Route
     title: str
     form: SchemaForm
+    help: str = ""
+    notice: Notice | None = None
+    place: str = ""
+    destructive: bool = False  # its button is drawn as a danger
+
+
+@dataclass
+class RecentPanel:
+    """The newest records of one collection, in the start view."""
+
+    collection: str
+    title: str
+    count: int
+    view: ResultView
+    place: str
+    notice: Notice | None = None
 
 
 def app_or_404(request: HttpRequest, app_id: uuid.UUID, need: str = "read") -> tuple[App, str]:
@@ -93,40 +152,207 @@ def refusal_page(request: HttpRequest, app: App, error: CharmingError) -> HttpRe
     return render(request, "apps/refused.html", {"app": app, "message": error.message}, status=403)
 
 
-def _query_panel(request: HttpRequest, app: App, route: Route) -> QueryPanel:
+class PageContext:
+    """What the panels of one rendering share: the app, the filters, the titles of its routes (for words),
+    and the pickers' choices (read once per collection)."""
+
+    def __init__(
+        self, request: HttpRequest, app: App, routes: list[Route], query: QueryDict, *, can_mutate: bool
+    ) -> None:
+        self.request = request
+        self.can_mutate = can_mutate  # viewers get no row actions (their POSTs would be refused anyway)
+        self.app = app
+        self.routes = {r.name: r for r in routes}
+        self.query = query
+        self.titles = {r.name: route_title(r) for r in routes}
+        self._choices: dict[tuple[str, str], tuple[int, list[tuple[str, str]], str]] = {}
+        self._rows = 0  # rows given actions so far: their forms' ids stay unique on the page
+
+    def words(self, route: Route) -> str:
+        hints = route_hints(route)
+        return hints.help or people_text(route.description, self.titles)
+
+    def pickers_fill(self, form: SchemaForm) -> SchemaForm:
+        for spec in form.all_fields():
+            if spec.widget != "record":
+                continue
+            key = (spec.collection, spec.label_field)
+            if key not in self._choices:
+                label = spec.label_field or record_label_field(self.app, collection=spec.collection)
+                total, choices = record_choices_of(
+                    self.app, collection=spec.collection, label_field=label, limit=PICKER_CHOICES
+                )
+                self._choices[key] = (total, choices, label)
+            total, choices, label = self._choices[key]
+            spec.choices = choices
+            spec.label_field = label
+            if total > PICKER_CHOICES:
+                spec.search = True
+                spec.search_url = (
+                    reverse("app_picker", args=[self.app.id, spec.collection])
+                    + "?"
+                    + urlencode({"label": label, "value": spec.value or ""})
+                )
+                spec.hint = f"{total:,} to choose from: type part of a name to narrow the list."
+            if spec.value and all(value != spec.value for value, _text in choices):
+                spec.choices = [(str(spec.value), str(spec.value)), *choices]
+        return form
+
+    def row_actions(self, names: list[tuple[str, str]]) -> list[RowAction]:
+        actions: list[RowAction] = []
+        if not self.can_mutate:
+            return actions
+        for name, param in names:
+            route = self.routes.get(name)
+            if route is None or route.kind != "mutation":
+                continue
+            schema: dict[str, Any] = route.input_schema_ordered if isinstance(route.input_schema_ordered, dict) else {}
+            declared = schema.get("properties")
+            properties: dict[str, Any] = declared if isinstance(declared, dict) else {}
+            required = [n for n in schema.get("required") or [] if n != param and n in properties]
+            extra = {
+                "type": "object",
+                "properties": {n: properties[n] for n in properties if n in required},
+                "required": required,
+            }
+            actions.append(
+                RowAction(
+                    route=route, title=self.titles[name], param=param, destructive=is_destructive(route), extra=extra
+                )
+            )
+        return sorted(actions, key=lambda action: action.destructive)  # the ones that delete last
+
+    def rows_act(self, view: ResultView, actions: list[RowAction], place: str) -> None:
+        """Give each row of a table (with an id) a form per row action: the view's own table, or the tables
+        of records inside an object (a report's list of expenses)."""
+        if not actions:
+            return
+        if view.shape == "fields":
+            for _label, item in view.items:
+                if item.nested is not None:
+                    self.rows_act(item.nested, actions, place)
+            return
+        if view.shape != "table":
+            return
+        for row in view.rows:
+            if not row.id:
+                continue
+            self._rows += 1
+            for action in actions:
+                records = {k: v for k, v in record_params(action.route).items() if k != action.param}
+                form = schema_form(action.extra, id_prefix=f"r{self._rows}-{action.route.name}", records=records)
+                for spec in form.fields:  # what the row holds now, to change (a rename starts from the title)
+                    current = row.data.get(spec.name)
+                    if isinstance(current, (str, int, float)) and not isinstance(current, bool):
+                        spec.value = str(current)
+                row.actions.append(RowForm(action=action, form=self.pickers_fill(form), row_id=row.id))
+
+
+def _query_panel(page: PageContext, route: Route) -> QueryPanel:
+    query, app = page.query, page.app
     prefix = f"{route.name}."
+    rows_key = f"{route.name}:rows"
     paged = is_paged(route.input_schema_ordered, route.output_schema_ordered)
     input_schema = without_cursor(route.input_schema_ordered) if paged else route.input_schema_ordered
-    form = schema_form(input_schema, id_prefix=f"q-{route.name}", prefix=prefix)
+    form = page.pickers_fill(
+        schema_form(input_schema, id_prefix=f"q-{route.name}", prefix=prefix, records=record_params(route))
+    )
     cursor_key = prefix + CURSOR
-    carry = [(key, value) for key, values in request.GET.lists() if not key.startswith(prefix) for value in values]
-    panel = QueryPanel(route=route, title=route_title(route), form=form, carry=carry)
-    submitted = any(key.startswith(prefix) for key in request.GET)
-    form_parse(form, request.GET)
+    carry = [
+        (key, value)
+        for key, values in query.lists()
+        if not key.startswith(prefix) and not key.startswith(f"{route.name}:")
+        for value in values
+    ]
+    place = f"view-{route.name}"
+    panel = QueryPanel(
+        route=route, title=route_title(route), form=form, carry=carry, help=page.words(route), place=place
+    )
+    submitted = any(key.startswith(prefix) for key in query)
+    form_parse(form, query)
+    panel.filter_folded = not submitted and not form.required_names() and not form.has_errors
     if form.has_errors or not (submitted or not form.required_names()):
         return panel
     panel.ran = True
-    cursor = request.GET.get(cursor_key, "")[:4096] if paged else ""
+    cursor = query.get(cursor_key, "")[:4096] if paged else ""
     params = {**form.params, CURSOR: cursor} if cursor else form.params
     try:
-        result = route_run(actor=request.user, app_id=app.id, op=route.name, params=params, kind="query")
+        result = route_run(actor=page.request.user, app_id=app.id, op=route.name, params=params, kind="query")
     except InvalidInput as error:
-        errors_place(form, error.errors, fallback=error.message)
-        panel.error = "Check the filter: " + error.message
+        if cursor and any(e.get("path") == f"$.{CURSOR}" for e in error.errors or []):
+            # An altered or outdated page link: the person can only start again from the first page.
+            panel.error = "This page link no longer works: start again from the first page."
+            panel.first_url = _view_url(app, route, [(k, v) for k, vs in query.lists() if k != cursor_key for v in vs])
+            return panel
+        errors_place(form, error.errors, fallback=friendly_error(error.message))
+        panel.error = "Check the filter." if any(f.errors for f in form.all_fields()) else ""
     except CharmingError as error:
-        panel.error = error.message
+        panel.error = people_text(error.message, page.titles, agent_only=False)
     else:
         hints = route_hints(route)
         value, output_schema = result.value, route.output_schema_ordered
         if paged:
             value, output_schema, next_cursor = page_parts(value, output_schema)
-            others = [(key, item) for key, items in request.GET.lists() if key != cursor_key for item in items]
+            others = [(key, item) for key, items in query.lists() if key != cursor_key for item in items]
             if next_cursor:
                 panel.next_url = _view_url(app, route, [*others, (cursor_key, next_cursor)])
             if cursor:
                 panel.first_url = _view_url(app, route, others)
-        panel.view = result_view(value, output_schema, view=hints.view, columns=hints.columns)
+        number = _int(query.get(rows_key, "1"))
+        panel.view = result_view(
+            value, output_schema, view=hints.view, columns=hints.columns, chart=hints.chart, page=number
+        )
+        if panel.view.pages > 1:
+            others = [(key, item) for key, items in query.lists() if key != rows_key for item in items]
+            if panel.view.page > 1:
+                panel.rows_prev_url = _view_url(app, route, [*others, (rows_key, str(panel.view.page - 1))])
+            if panel.view.page < panel.view.pages:
+                panel.rows_next_url = _view_url(app, route, [*others, (rows_key, str(panel.view.page + 1))])
+        page.rows_act(panel.view, page.row_actions(list(hints.row_actions)), place)
     return panel
+
+
+def _int(text: str) -> int:
+    return int(text) if text.isdigit() and len(text) < 7 else 1
+
+
+def _recent_panels(
+    page: PageContext, counts: dict[str, int], mutations: list[Route], shown: set[str], *, keep: set[str]
+) -> list[RecentPanel]:
+    """The newest records of each collection shown to people that no view already lists (`shown`), with the
+    actions that take one of them; the places in `keep` (a notice's) are drawn whatever they hold."""
+    panels = []
+    order = field_order(list(page.routes.values()))
+    for collection, count in counts.items():
+        if collection_hidden(page.app, collection):
+            continue
+        if (not count or collection in shown) and f"recent-{collection}" not in keep:
+            continue
+        records = records_recent_of(page.app, collection=collection, limit=RECENT_RECORDS)
+        rows = [{**(r.data if isinstance(r.data, dict) else {"value": r.data}), "id": r.record_id} for r in records]
+        keys: list[str] = []
+        for row in rows:
+            keys.extend(k for k in row if k not in keys)
+        label = next((k for k in LABEL_FIELDS if k in keys), "")
+        keys.sort(key=lambda k: (k != label, order.index(k) if k in order else len(order), k))
+        place = f"recent-{collection}"
+        view = table_view(rows, {"properties": {k: {} for k in keys}})
+        names = [
+            (route.name, param)
+            for route in mutations
+            for param, target in record_params(route).items()
+            if target == collection
+        ]
+        page.rows_act(view, page.row_actions(names), place)
+        panels.append(
+            RecentPanel(collection=collection, title=humanize(collection), count=count, view=view, place=place)
+        )
+    return panels
+
+
+def collection_hidden(app: App, collection: str) -> bool:
+    spec = (app.collections or {}).get(collection)
+    return isinstance(spec, dict) and spec.get("hidden") is True
 
 
 def app_page_render(
@@ -135,6 +361,8 @@ def app_page_render(
     role: str,
     *,
     failed: tuple[str, SchemaForm] | None = None,
+    failed_notice: tuple[str, Notice] | None = None,
+    back: str | None = None,
     feedback_errors: list[str] | None = None,
     feedback_body: str = "",
     invite_form: InvitationCreateForm | None = None,
@@ -144,27 +372,58 @@ def app_page_render(
 ) -> HttpResponse:
     routes = list(routes_of(app))
     can_mutate = role_allows(role, "mutate")
+    # The filters the views are drawn with: the page's own, or (after a POST) those the form came from.
+    query = request.GET if back is None else QueryDict(back[:2000])
+    page = PageContext(request, app, routes, query, can_mutate=can_mutate)
     # The author's start view first (a stable sort keeps the others by name).
     ordered = sorted((r for r in routes if r.kind == "query"), key=lambda r: not route_hints(r).start)
-    queries = [_query_panel(request, app, r) for r in ordered]
+    queries = [_query_panel(page, r) for r in ordered]
+    mutation_routes = [r for r in routes if r.kind == "mutation" and route_hints(r).form] if can_mutate else []
     mutations = []
-    if can_mutate:
-        for r in routes:
-            if r.kind != "mutation" or not route_hints(r).form:
-                continue
-            if failed is not None and failed[0] == r.name:
-                form = failed[1]
-            else:
-                form = schema_form(r.input_schema_ordered, id_prefix=f"m-{r.name}")
-            mutations.append(MutationPanel(route=r, title=route_title(r), form=form))
-    last = None
-    stored = request.session.pop(LAST_RESULT_SESSION_KEY, None) if failed is None else None
+    for r in mutation_routes:
+        if failed is not None and failed[0] == r.name:
+            form = failed[1]
+        else:
+            form = schema_form(r.input_schema_ordered, id_prefix=f"m-{r.name}", records=record_params(r))
+        mutations.append(
+            MutationPanel(
+                route=r,
+                title=route_title(r),
+                form=page.pickers_fill(form),
+                help=page.words(r),
+                place=f"action-{r.name}",
+                destructive=is_destructive(r),
+            )
+        )
+    counts = record_counts_of(app)
+    # Collections a view lists without being asked (it needs no filter, and returns their records) are not
+    # repeated as "Recently added"; a view that waits for a filter (expenses of one category) does not count.
+    shown = {
+        c
+        for p in queries
+        if p.view is not None and p.view.shape != "empty" and not p.form.required_names()
+        for c in shown_collections(p.route)
+    }
+    notices: dict[str, Notice] = {}
+    stored = request.session.pop(LAST_RESULT_SESSION_KEY, None) if failed is None and failed_notice is None else None
     if isinstance(stored, dict) and stored.get("app") == str(app.id):
-        route = next((r for r in routes if r.name == stored.get("op")), None)
-        last = {
-            "title": route_title(route) if route else stored.get("op"),
-            "view": result_view(stored.get("value"), route.output_schema_ordered if route else None),
-        }
+        route = page.routes.get(str(stored.get("op")))
+        title = route_title(route) if route else str(stored.get("op"))
+        label = stored.get("row") or ""
+        notices[str(stored.get("place") or f"action-{stored.get('op')}")] = Notice(
+            kind="done",
+            title=f"{title}: done" + (f" (“{label}”)" if label else "") + ".",
+            view=result_view(stored.get("value"), route.output_schema_ordered if route else None),
+        )
+    if failed_notice is not None:
+        notices[failed_notice[0]] = failed_notice[1]
+    # A collection a notice is about keeps its card, even once its last record is gone.
+    recent = _recent_panels(page, counts, mutation_routes, shown, keep=set(notices))
+    panels: list[QueryPanel | MutationPanel | RecentPanel] = [*queries, *mutations, *recent]
+    for panel in panels:
+        panel.notice = notices.pop(panel.place, None)
+    if notices and panels:  # its card is not on the page (an action since hidden): the first card shows it
+        panels[0].notice = next(iter(notices.values()))
     context = {
         "app": app,
         "role": role,
@@ -172,13 +431,17 @@ def app_page_render(
         "can_mutate": can_mutate,
         "queries": queries,
         "mutations": mutations,
-        "last": last,
+        "recent": recent,
+        "has_start": any(route_hints(r).start for r in ordered),
+        "has_records": any(counts.values()),
+        "lead": people_text(app.description, page.titles),
+        "back": query.urlencode(),
         "advisories": list(advisories_for_users(app)),
         "feedback": list(feedback_sent_by(user=request.user, app=app)),
         "feedback_errors": feedback_errors or [],
         "feedback_body": feedback_body,
         # (name, count) pairs, not the dict: a template's `collections.items` would find a collection named "items".
-        "collections": list(record_counts_of(app).items()),
+        "collections": [(name, n) for name, n in counts.items() if not collection_hidden(app, name)],
         "versions": app_versions_of(app) if role_allows(role, "own") else [],
         **_members_context(
             app,
@@ -232,37 +495,76 @@ def app_page(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
 @login_required
 @require_POST
 def route_submit(request: HttpRequest, app_id: uuid.UUID, op: str) -> HttpResponse:
-    """Run a mutation from its generated form; on success back to the page (POST/redirect/GET)."""
+    """Run a mutation from its form or a row's button; on success back to where it was started (POST/redirect/GET,
+    the filters kept, the card's anchor), where its result is shown; errors are shown in that card."""
     app, role = app_or_404(request, app_id)
     route = routes_of(app).filter(name=op, kind="mutation").first()
     if route is None:  # queries are read with GET on the app page, not posted
         raise Http404("This app has no such action.")
-    form = form_parse(schema_form(route.input_schema_ordered, id_prefix=f"m-{route.name}"), request.POST)
-    if not form.has_errors:
-        try:
-            result = route_run(actor=request.user, app_id=app.id, op=op, params=form.params, kind="mutation")
-        except AccessDenied as error:
-            return refusal_page(request, app, error)
-        except InvalidInput as error:
-            errors_place(form, error.errors, fallback=error.message)
-            return app_page_render(request, app, role, failed=(op, form), status=400)
-        except HandlerError as error:
-            target = field_place_detail(form, error.details)
-            if target is not None:
-                target.errors.append(error.message)
-            else:
-                form.errors.append(error.message)
-            return app_page_render(request, app, role, failed=(op, form), status=422)
-        except UnknownOp as error:
-            form.errors.append(error.message)
-            return app_page_render(request, app, role, failed=(op, form), status=400)
-        except CharmingError as error:
-            form.errors.append(error.message)
-            return app_page_render(request, app, role, failed=(op, form), status=error.http_status)
-        request.session[LAST_RESULT_SESSION_KEY] = {"app": str(app.id), "op": op, "value": result.value}
-        messages.success(request, f"{route_title(route)}: done.")
-        return redirect(_page_url(app, request.POST.get("_back", "")))
-    return app_page_render(request, app, role, failed=(op, form), status=400)
+    back = request.POST.get("_back", "")[:2000]
+    place = request.POST.get("_place", "")
+    place = place if _PLACE.match(place) else f"action-{op}"
+    row_label = request.POST.get("_row", "")[:60]
+    form = form_parse(
+        schema_form(route.input_schema_ordered, id_prefix=f"m-{route.name}", records=record_params(route)),
+        request.POST,
+    )
+
+    def failure(status: int) -> HttpResponse:
+        if place == f"action-{op}":
+            return app_page_render(request, app, role, failed=(op, form), back=back, status=status)
+        messages_ = [*form.errors, *(f"{f.label}: {e}" for f in form.all_fields() for e in f.errors)]
+        title = route_title(route) + (f" (“{row_label}”)" if row_label else "")
+        notice = Notice(kind="error", title=f"{title} did not go through.", messages=messages_)
+        return app_page_render(request, app, role, failed_notice=(place, notice), back=back, status=status)
+
+    if form.has_errors:
+        return failure(400)
+    try:
+        result = route_run(actor=request.user, app_id=app.id, op=op, params=form.params, kind="mutation")
+    except AccessDenied as error:
+        return refusal_page(request, app, error)
+    except InvalidInput as error:
+        errors_place(form, error.errors, fallback=friendly_error(error.message))
+        return failure(400)
+    except HandlerError as error:
+        titles = {r.name: route_title(r) for r in routes_of(app)}
+        message = people_text(error.message, titles, agent_only=False)
+        target = field_place_detail(form, error.details)
+        if target is not None:
+            target.errors.append(message)
+        else:
+            form.errors.append(message)
+        return failure(422)
+    except UnknownOp as error:
+        form.errors.append(error.message)
+        return failure(400)
+    except CharmingError as error:
+        form.errors.append(error.message)
+        return failure(error.http_status)
+    request.session[LAST_RESULT_SESSION_KEY] = {
+        "app": str(app.id),
+        "op": op,
+        "value": result.value,
+        "place": place,
+        "row": row_label,
+    }
+    return redirect(_page_url(app, back) + f"#{place}")
+
+
+@never_cache
+@login_required
+@require_GET
+def picker_options(request: HttpRequest, app_id: uuid.UUID, collection: str) -> HttpResponse:
+    """The options of a record picker whose records match what was typed (htmx swaps them into the select)."""
+    app, _role = app_or_404(request, app_id)
+    if collection not in (app.collections or {}):
+        raise Http404("This app has no such collection.")
+    label = request.GET.get("label", "")[:100] or record_label_field(app, collection=collection)
+    query = request.GET.get("_pick_q", "").strip()[:200]
+    total, choices = record_choices_of(app, collection=collection, label_field=label, query=query, limit=PICKER_CHOICES)
+    context = {"choices": choices, "total": total, "value_chosen": request.GET.get("value", "")}
+    return render(request, "apps/_picker_options.html", context)
 
 
 def _view_url(app: App, route: Route, query: list[tuple[str, str]]) -> str:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from apps_registry.models import Route
-from apps_registry.pages.schema_forms import humanize
-from apps_registry.routes.hints import HINT_KEYS, VIEWS, hint_problems
+from apps_registry.pages.words import humanize
+from apps_registry.routes.hints import HINT_KEYS, VIEWS, hint_problems, row_action_of
 
 __all__ = ["HINT_KEYS", "RouteHints", "hint_problems", "hints_from", "route_hints", "route_title"]
 
@@ -21,6 +21,9 @@ class RouteHints:
     columns: tuple[tuple[str, str], ...] = ()  # (key, label); label "" means the schema's
     start: bool = False
     form: bool = True
+    help: str = ""
+    chart: Mapping[str, Any] | None = None
+    row_actions: tuple[tuple[str, str], ...] = ()  # (mutation, the param the row's id goes in)
 
 
 def hints_from(raw: Any) -> RouteHints:
@@ -35,8 +38,15 @@ def hints_from(raw: Any) -> RouteHints:
         label = column.get("label", "") if isinstance(column, Mapping) else ""
         if isinstance(key, str) and key:
             columns.append((key, label if isinstance(label, str) else ""))
+    help_text = raw.get("help")
+    chart = raw.get("chart")
+    listed_actions = raw.get("row_actions")
+    actions = [row_action_of(item) for item in (listed_actions if isinstance(listed_actions, list) else [])]
     return RouteHints(
         title=title.strip() if isinstance(title, str) else "",
+        help=help_text.strip() if isinstance(help_text, str) else "",
+        chart=chart if isinstance(chart, Mapping) and raw.get("view") == "chart" else None,
+        row_actions=tuple(action for action in actions if action is not None),
         view=str(raw["view"]) if raw.get("view") in VIEWS else "",
         columns=tuple(columns),
         start=raw.get("start") is True,

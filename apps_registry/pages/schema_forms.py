@@ -13,23 +13,34 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from dataclasses import dataclass, field
 from typing import Any
+
+from apps_registry.pages.results import CURRENCY_SYMBOLS, Cell, Column, ResultView, Row, cell, result_view
+from apps_registry.pages.words import friendly_error, humanize
+from apps_registry.routes.hints import LABEL, RECORD, UNIT
+
+__all__ = [
+    "Cell",
+    "Column",
+    "ResultView",
+    "Row",
+    "SchemaField",
+    "SchemaForm",
+    "cell",
+    "errors_place",
+    "field_place_detail",
+    "form_parse",
+    "humanize",
+    "result_view",
+    "schema_form",
+]
 
 # What each JSON Schema shape becomes; documented in docs/pages.md ("Forms").
 PRIMITIVES = ("string", "number", "integer", "boolean")
 TEXTAREA_FROM_LENGTH = 200  # strings allowed longer than this get a text area
 MAX_DEPTH = 4  # nested objects deeper than this fall back to JSON
 _REQUIRED = re.compile(r"""^["'](?P<name>[^"']+)["'] is a required property""")
-_ISO_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$")
-_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-def humanize(name: str) -> str:
-    """`category_total` -> `Category total` (a schema's `title` wins over this)."""
-    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).replace("_", " ").replace("-", " ").strip()
-    return (words[:1].upper() + words[1:]) if words else name
 
 
 def _type_of(schema: Mapping[str, Any]) -> str | None:
@@ -64,7 +75,7 @@ class SchemaField:
     name: str  # dotted path below the params object: "amount", "address.street"
     label: str
     widget: str  # text, textarea, number, date, datetime, email, checkbox, tristate, select, multiselect,
-    #              list, json, fieldset
+    #              list, json, fieldset, record (a picker of a collection's records)
     required: bool = False
     description: str = ""
     attrs: dict[str, Any] = field(default_factory=dict)  # HTML constraint attributes (min, max, maxlength, ...)
@@ -78,6 +89,10 @@ class SchemaField:
     value: Any = None  # what to show: the submitted text (or list of texts for multiselect)
     errors: list[str] = field(default_factory=list)
     schema: Mapping[str, Any] = field(default_factory=dict)
+    collection: str = ""  # for record: the collection picked from, and the field its records are shown by
+    label_field: str = ""
+    search: bool = False  # for record: too many records for one list, so a search box narrows it
+    search_url: str = ""
 
     @property
     def html_name(self) -> str:
@@ -126,15 +141,27 @@ class SchemaForm:
         return [f.name for f in self.fields if f.required]
 
 
-def schema_form(schema: Any, *, id_prefix: str = "f", prefix: str = "") -> SchemaForm:
-    """The form for an input schema (an object schema's properties, in their order)."""
+def schema_form(
+    schema: Any, *, id_prefix: str = "f", prefix: str = "", records: Mapping[str, str] | None = None
+) -> SchemaForm:
+    """The form for an input schema (an object schema's properties, in their order). `records` names the
+    params known to hold a record's id (param -> collection, read from the route's steps): those, like the
+    ones annotated `x-charming-record`, are pickers."""
     if not isinstance(schema, Mapping) or not schema:
         return SchemaForm(fields=[])
     properties = schema.get("properties")
     if _type_of(schema) in (None, "object") and isinstance(properties, Mapping) and not _needs_json(schema):
         required = set(schema.get("required") or [])
+        records = records or {}
         fields = [
-            _field(name, sub, required=name in required, depth=1, id_prefix=id_prefix, prefix=prefix)
+            _field(
+                name,
+                {**sub, RECORD: records[name]} if name in records and isinstance(sub, Mapping) else sub,
+                required=name in required,
+                depth=1,
+                id_prefix=id_prefix,
+                prefix=prefix,
+            )
             for name, sub in properties.items()
         ]
         return SchemaForm(fields=fields)
@@ -151,6 +178,17 @@ def schema_form(schema: Any, *, id_prefix: str = "f", prefix: str = "") -> Schem
         schema=schema,
     )
     return SchemaForm(fields=[whole], json_only=True)
+
+
+def singular(noun: str) -> str:
+    """`Expenses` -> `Expense`, `Categories` -> `Category`: a collection's name for one of its records."""
+    if noun.endswith("ies") and len(noun) > 4:
+        return noun[:-3] + "y"
+    if noun.endswith(("sses", "shes", "ches", "xes")):
+        return noun[:-2]
+    if noun.endswith("s") and not noun.endswith("ss") and len(noun) > 2:
+        return noun[:-1]
+    return noun
 
 
 def _needs_json(schema: Mapping[str, Any]) -> bool:
@@ -187,6 +225,13 @@ def _field(
     if _needs_json(schema):
         base.hint = "JSON"
         return base
+    if isinstance(schema.get(RECORD), str) and kind in (None, "string") and enum is None:
+        base.widget = "record"
+        base.collection = schema[RECORD]
+        base.label_field = schema[LABEL] if isinstance(schema.get(LABEL), str) else ""
+        if name == "id" and not schema.get("title"):
+            base.label = singular(humanize(base.collection))
+        return base
     if enum is not None:
         base.widget = "select"
         base.choices = [(encode_choice(v), str(v) if not isinstance(v, bool) else ("Yes" if v else "No")) for v in enum]
@@ -207,6 +252,9 @@ def _field(
         base.widget = "number"
         base.attrs.update(_number_attrs(schema, integer=kind == "integer"))
         base.hint = _bounds_hint(schema)
+        unit = schema.get(UNIT)
+        if isinstance(unit, str) and unit.strip():  # "Amount (€)"
+            base.label += f" ({CURRENCY_SYMBOLS.get(unit.strip(), unit.strip())})"
         return base
     if kind == "boolean":
         # A required yes/no is a checkbox (unticked: false); an optional one may also be left unset.
@@ -313,7 +361,7 @@ def _parse_field(spec: SchemaField, data: Any) -> tuple[bool, Any]:
 
 def _convert(spec: SchemaField, raw: str) -> Any:
     widget = spec.widget
-    if widget in ("text", "textarea", "email", "date"):
+    if widget in ("text", "textarea", "email", "date", "record"):
         return raw
     if widget == "datetime":
         # <input type=datetime-local> sends "2026-12-01T13:45" (no seconds, no zone): read it as UTC.
@@ -368,9 +416,9 @@ def errors_place(form: SchemaForm, errors: Iterable[Mapping[str, Any]] | None, *
         message = str(error.get("message") or "is not valid")
         target = _field_for_path(by_name, str(error.get("path") or "$"), message, json_only=form.json_only)
         if target is None:
-            form.errors.append(message)
+            form.errors.append(friendly_error(message))
         else:
-            target.errors.append(_friendly(message))
+            target.errors.append(_friendly(message, target.schema))
         placed_any = True
     if not placed_any and fallback:
         form.errors.append(fallback)
@@ -394,10 +442,8 @@ def _field_for_path(
     return None
 
 
-def _friendly(message: str) -> str:
-    if _REQUIRED.match(message):
-        return "This field is required."
-    return message[:1].upper() + message[1:]
+def _friendly(message: str, schema: Mapping[str, Any] | None = None) -> str:
+    return friendly_error(message, schema)
 
 
 def field_place_detail(form: SchemaForm, details: Any) -> SchemaField | None:
@@ -408,138 +454,3 @@ def field_place_detail(form: SchemaForm, details: Any) -> SchemaField | None:
         if spec.name == details["field"]:
             return spec
     return None
-
-
-# --- Views of a query's result -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Cell:
-    kind: str  # text, number, date, datetime, bool, empty, json
-    text: str
-    value: Any = None
-    label: str = ""  # the column's label, for a table cell (phones show it beside the value)
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str
-    label: str
-    numeric: bool
-
-
-@dataclass
-class ResultView:
-    """How a query's value is drawn: a table, labelled fields, a figure or a list."""
-
-    shape: str  # table, fields, figure, list, empty
-    columns: list[Column] = field(default_factory=list)
-    rows: list[list[Cell]] = field(default_factory=list)
-    items: list[tuple[str, Cell]] = field(default_factory=list)  # fields: (label, cell)
-    figure: Cell | None = None
-    values: list[Cell] = field(default_factory=list)  # list of primitives
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def result_view(
-    value: Any, output_schema: Any, *, view: str = "", columns: tuple[tuple[str, str], ...] = ()
-) -> ResultView:
-    """The view of `value`, shaped by the route's output schema (or by the value itself without one).
-
-    `view` and `columns` are the author's hints (apps_registry.pages.hints); a `view` that does not fit
-    the value (a figure of a list) is ignored.
-    """
-    schema = _mapping(output_schema)
-    if isinstance(value, list):
-        items_schema = _mapping(schema.get("items"))
-        if value and all(isinstance(row, Mapping) for row in value) or _type_of(items_schema) == "object":
-            return _table(value, items_schema, columns)
-        return ResultView(shape="list", values=[cell(v, items_schema) for v in value])
-    if isinstance(value, Mapping):
-        props = _mapping(schema.get("properties"))
-        if view == "table":
-            return _table([value], {"properties": props}, columns)
-        if view == "figure" and len(value) == 1:
-            ((key, only),) = value.items()
-            return ResultView(
-                shape="figure", figure=replace(cell(only, props.get(key)), label=_label(key, props.get(key)))
-            )
-        keys = list(props) + [k for k in value if k not in props]
-        return ResultView(
-            shape="fields",
-            items=[(_label(k, props.get(k)), cell(value.get(k), props.get(k))) for k in keys if k in value],
-        )
-    if value is None:
-        return ResultView(shape="empty")
-    return ResultView(shape="figure", figure=cell(value, schema))
-
-
-def _label(key: str, schema: Any) -> str:
-    if isinstance(schema, Mapping) and schema.get("title"):
-        return str(schema["title"])
-    return humanize(key)
-
-
-def _table(rows: list[Any], items_schema: Mapping[str, Any], columns: tuple[tuple[str, str], ...] = ()) -> ResultView:
-    props = _mapping(items_schema.get("properties"))
-    keys: list[str] = list(props)
-    for name in items_schema.get("required") or []:
-        if isinstance(name, str) and name not in keys:
-            keys.append(name)
-    if not props:  # no declared columns: the keys the rows have, in first-seen order
-        for row in rows:
-            if isinstance(row, Mapping):
-                keys.extend(k for k in row if k not in keys)
-    hinted = dict(columns)
-    if columns:  # the author's choice and order of columns
-        keys = [key for key, _label_text in columns]
-    labels = [hinted.get(k) or _label(k, props.get(k)) for k in keys]
-    cells = [
-        [
-            replace(cell(row.get(k) if isinstance(row, Mapping) else None, props.get(k)), label=label)
-            for k, label in zip(keys, labels, strict=True)
-        ]
-        for row in rows
-    ]
-    numeric = [
-        _type_of(props.get(k) or {}) in ("number", "integer")
-        or (
-            bool(cells)
-            and all(r[i].kind in ("number", "empty") for r in cells)
-            and any(r[i].kind == "number" for r in cells)
-        )
-        for i, k in enumerate(keys)
-    ]
-    heads = [Column(key=k, label=lb, numeric=n) for k, lb, n in zip(keys, labels, numeric, strict=True)]
-    return ResultView(shape="table", columns=heads, rows=cells)
-
-
-def cell(value: Any, schema: Any = None) -> Cell:
-    """One value as the templates show it: numbers formatted, ISO dates as dates, the rest as text."""
-    schema = schema if isinstance(schema, Mapping) else {}
-    if value is None:
-        return Cell(kind="empty", text="—")
-    if isinstance(value, bool):
-        return Cell(kind="bool", text="Yes" if value else "No", value=value)
-    if isinstance(value, int):
-        return Cell(kind="number", text=f"{value:,}", value=value)
-    if isinstance(value, float):
-        text = f"{value:,.0f}" if value.is_integer() else f"{value:,.2f}" if abs(value) >= 0.01 else f"{value:g}"
-        return Cell(kind="number", text=text, value=value)
-    if isinstance(value, str):
-        fmt = schema.get("format")
-        if fmt == "date" or (fmt is None and _ISO_DATE.match(value)):
-            try:
-                return Cell(kind="date", text=value, value=date.fromisoformat(value))
-            except ValueError:
-                pass
-        if fmt == "date-time" or (fmt is None and _ISO_DATETIME.match(value)):
-            try:
-                return Cell(kind="datetime", text=value, value=datetime.fromisoformat(value.replace("Z", "+00:00")))
-            except ValueError:
-                pass
-        return Cell(kind="text", text=value)
-    return Cell(kind="json", text=json.dumps(value, ensure_ascii=False, sort_keys=True))

@@ -56,6 +56,7 @@ urlpatterns = [
     path("apps/<uuid:app_id>/run/<str:op>/", app_views.route_submit, name="app_route_submit"),
     path("apps/<uuid:app_id>/feedback/", app_views.feedback_submit, name="app_feedback"),
     path("apps/<uuid:app_id>/records/<str:collection>/", app_views.records_page, name="app_records"),
+    path("apps/<uuid:app_id>/pick/<str:collection>/", app_views.picker_options, name="app_picker"),
     path("apps/<uuid:app_id>/export.json", app_views.export_json, name="app_export_json"),
     path("apps/<uuid:app_id>/export.csv", app_views.export_csv, name="app_export_csv"),
     path("apps/<uuid:app_id>/delete/", app_views.app_delete_page, name="app_delete"),

@@ -175,11 +175,14 @@ def check_definition(definition: Any, limits: Limits) -> tuple[DefinitionParts |
 
 
 def _check_collection(name: str, spec: dict[str, Any], problems: list[Problem]) -> int:
-    """Check one collection's options (`indexes`); returns how many indexes it declares."""
+    """Check one collection's options (`indexes`, `hidden`); returns how many indexes it declares."""
     path = f"collections.{name}"
-    unknown = sorted(set(spec) - {"indexes"})
+    unknown = sorted(set(spec) - {"indexes", "hidden"})
     if unknown:
-        problems.append(Problem(path, f"unknown key(s) {', '.join(unknown)}; a collection takes: indexes"))
+        problems.append(Problem(path, f"unknown key(s) {', '.join(unknown)}; a collection takes: indexes, hidden"))
+    if "hidden" in spec and not isinstance(spec["hidden"], bool):
+        # A presentation hint: a hidden collection is left off the app's page (routes still use it).
+        problems.append(Problem(f"{path}.hidden", f"must be true or false, got {json_repr(spec['hidden'])}"))
     indexes = spec.get("indexes", [])
     shape = 'must be an array of indexes, each an array of field names: [["habit_id", "date"], ["email"]]'
     if not isinstance(indexes, list):

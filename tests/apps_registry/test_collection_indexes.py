@@ -33,7 +33,7 @@ def _problems(collections, limits: Limits | None = None) -> list[dict]:
 def test_declared_indexes_are_checked_with_a_path_for_each_problem():
     assert _problems({"checkins": {"indexes": [["habit_id", "date"], ["meta.day"]]}}) == []
     assert _problems({"c": {"index": [["a"]]}}) == [
-        {"path": "collections.c", "message": "unknown key(s) index; a collection takes: indexes"}
+        {"path": "collections.c", "message": "unknown key(s) index; a collection takes: indexes, hidden"}
     ]
     assert _problems({"c": {"indexes": "a"}})[0]["path"] == "collections.c.indexes"
     assert _problems({"c": {"indexes": [[]]}})[0]["path"] == "collections.c.indexes[0]"

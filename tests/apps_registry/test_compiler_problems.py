@@ -166,7 +166,7 @@ ROWS = [
                 "path": "routes.r",
                 "message": (
                     "unknown key(s) when; allowed: kind, description, input, output, steps, handler, "
-                    "title, view, columns, start, form"
+                    "title, help, view, chart, columns, row_actions, start, form"
                 ),
             }
         ],

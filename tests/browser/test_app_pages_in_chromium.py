@@ -61,11 +61,11 @@ def test_a_new_user_uses_the_budget_app_from_its_page(page, browser, live_server
 
     page.locator("#action-set_budget [name=limit]").fill("300")
     page.locator("#action-set_budget button[type=submit]").click()
-    expect(page.locator(".message.success")).to_contain_text("Set budget: done.")
+    expect(page.locator("#action-set_budget-notice")).to_contain_text("Set budget: done.")
     expect(summary(page, "Limit")).to_have_text("300")
 
     add_expense(page, "12.5", "food", "lunch")
-    expect(page.locator(".message.success")).to_contain_text("Add expense: done.")
+    expect(page.locator("#action-add_expense-notice")).to_contain_text("Add expense: done.")
     expect(summary(page, "Expenses")).to_have_text("1")
     add_expense(page, "-5", "travel")
     amount = page.locator("#m-add_expense-amount")
