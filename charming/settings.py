@@ -276,10 +276,14 @@ CHARMING_MCP_ALLOWED_HOSTS = env.list("CHARMING_MCP_ALLOWED_HOSTS", default=[])
 # Browser Origins /mcp accepts; any other Origin gets 403. Empty: the origin of CHARMING_PUBLIC_URL.
 CHARMING_MCP_ALLOWED_ORIGINS = env.list("CHARMING_MCP_ALLOWED_ORIGINS", default=[])
 # Seconds an idle 2025-11-25 session (Mcp-Session-Id: no request in flight, no open GET stream) is kept in the
-# worker's memory; an abandoned one costs about 344 KB until then.
+# worker's memory; an abandoned one costs its memory (tens of KB) until then.
 CHARMING_MCP_SESSION_IDLE_SECONDS = env.int("CHARMING_MCP_SESSION_IDLE_SECONDS", default=600)
 # 2025-11-25 sessions one user may keep open in one worker; one more initialize gets HTTP 429.
 CHARMING_MCP_SESSIONS_PER_USER = env.int("CHARMING_MCP_SESSIONS_PER_USER", default=25)
+# 2025-11-25 sessions one client address (an IPv6 /64) may keep open in one worker, all accounts together; 0: no cap.
+CHARMING_MCP_SESSIONS_PER_ADDRESS = env.int("CHARMING_MCP_SESSIONS_PER_ADDRESS", default=250)
+# 2025-11-25 sessions one worker keeps at most; at the ceiling the session idle longest is ended for a newcomer.
+CHARMING_MCP_SESSIONS_MAX = env.int("CHARMING_MCP_SESSIONS_MAX", default=10_000)
 
 # --- OAuth 2.1 authorization server (django-oauth-toolkit; apps_registry/oauth, docs/operations.md#oauth) ---
 # Seconds an access token is valid; clients refresh it with their refresh token.
