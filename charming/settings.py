@@ -42,6 +42,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A view's database outage is a 503 with Retry-After (the site's page, or JSON for OAuth and the API).
+    "apps_registry.pages.outage.DatabaseUnavailableMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -99,6 +101,9 @@ else:
     # that cannot keep prepared statements (PgBouncer in transaction mode before 1.21, or without
     # max_prepared_statements). At least 1: preparing costs a round trip of its own, which a statement sent once
     # never earns back.
+    # Seconds a new connection may take to be established (libpq's connect_timeout; it counts 2 as its least): a
+    # server that does not answer at all is then an outage answered in seconds, not after TCP's own minutes.
+    DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env.int("DATABASE_CONNECT_TIMEOUT", default=2)
     prepare_threshold = env.str("DATABASE_PREPARE_THRESHOLD", default="5").strip().lower()
     if prepare_threshold != "off":
         if not prepare_threshold.isdigit() or int(prepare_threshold) < 1:
@@ -127,8 +132,9 @@ else:
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=2),
             "max_size": DATABASE_POOL_MAX_SIZE,
-            # Seconds a unit of work waits for a free connection before it fails (503 "database unavailable").
-            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+            # Seconds a unit of work waits for a free connection before it fails (503 "database unavailable"): while
+            # PostgreSQL is down no connection ever comes, so this is how long an outage takes to answer.
+            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=1.5),
         }
         # Check each connection as it leaves the pool (an empty query): after a PostgreSQL restart the pooled
         # connections are dead, and this replaces them instead of failing one call each.
