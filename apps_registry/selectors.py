@@ -20,6 +20,7 @@ from apps_registry.models import (
     ApiToken,
     App,
     AppVersion,
+    ConfirmedEmail,
     Feedback,
     Invitation,
     InvitationStatus,
@@ -358,3 +359,21 @@ def app_versions_of(app: App, *, limit: int = 20) -> list[AppVersion]:
 def app_owned_named(*, owner: Any, name: str) -> App | None:
     """The owner's oldest app with exactly this name, if any (import_app refuses a silent second copy)."""
     return App.objects.filter(owner=owner, name=name).order_by("created_at").first()
+
+
+@dataclass(frozen=True)
+class EmailStatus:
+    """A person's address and whether they confirmed it (it is the address of their ConfirmedEmail row)."""
+
+    email: str
+    confirmed: bool
+    confirmed_at: datetime | None = None
+
+
+def email_status_of(user: Any) -> EmailStatus:
+    """The address `user` gave and whether it is confirmed (one query by primary key)."""
+    email = getattr(user, "email", "") or ""
+    row = ConfirmedEmail.objects.filter(user_id=user.pk).first() if email else None
+    if row is None or row.email.lower() != email.lower():
+        return EmailStatus(email=email, confirmed=False)
+    return EmailStatus(email=email, confirmed=True, confirmed_at=row.confirmed_at)

@@ -72,6 +72,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "apps_registry.pages.context.email_status",
             ],
         },
     },
@@ -261,9 +262,10 @@ for _limit in LIMIT_SETTINGS:
     globals()[_limit.setting] = env.int(_limit.setting, default=_limit.default)
 del _limit
 
-# --- Rate limits (apps_registry/ratelimits.py; docs/operations.md#rate-limits): per token, per app, and failed
-# authentications per client address, kept in the database so every worker shares them. Each limit is a rate per
-# minute (0 turns it off) and a burst; declared once in apps_registry/ratelimits.py and read here. ---
+# --- Rate limits (apps_registry/ratelimits.py; docs/operations.md#rate-limits): per token, per app, failed
+# authentications per client address, sign-ups per address and confirmation mails per account, kept in the database
+# so every worker shares them. Each limit is a rate per minute or per hour (0 turns it off) and a burst; declared
+# once in apps_registry/ratelimits.py and read here. ---
 from apps_registry.ratelimits import RATE_LIMIT_SETTINGS  # noqa: E402 (kept beside the block it serves)
 
 for _setting, _default in RATE_LIMIT_SETTINGS:
@@ -349,8 +351,8 @@ OAUTH2_PROVIDER = {
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
-# Mail for password resets. The console backend prints messages to the server's output (offline runs);
-# production sets e.g. django.core.mail.backends.smtp.EmailBackend and the EMAIL_HOST_* values.
+# Mail for password resets and e-mail confirmations. The console backend prints messages to the server's output
+# (offline runs); production sets e.g. django.core.mail.backends.smtp.EmailBackend and the EMAIL_HOST_* values.
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)
@@ -360,6 +362,8 @@ EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Charming <noreply@localhost>")
 # Seconds a password-reset link stays valid.
 PASSWORD_RESET_TIMEOUT = env.int("PASSWORD_RESET_TIMEOUT", default=3 * 3600)
+# Seconds an e-mail confirmation link stays valid (services/accounts.py; a new one can be sent from the site).
+CHARMING_EMAIL_CONFIRMATION_SECONDS = env.int("CHARMING_EMAIL_CONFIRMATION_SECONDS", default=3 * 24 * 3600)
 # Brute-force throttling: after AXES_FAILURE_LIMIT failed log-ins for one username from one IP address,
 # that pair is locked out for AXES_COOLOFF_MINUTES (a 429 page). Behind a proxy, let uvicorn set the client
 # address (--proxy-headers --forwarded-allow-ips) or every client shares the proxy's.

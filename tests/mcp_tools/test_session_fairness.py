@@ -42,11 +42,20 @@ def tool_call(request_id: Any, name: str, arguments: dict[str, Any]) -> dict[str
 # --- per-address cap ---
 
 
+def fresh_app():
+    from django.core.asgi import get_asgi_application
+
+    from mcp_tools.asgi import application_build
+
+    return application_build(get_asgi_application())
+
+
 def test_one_address_cannot_hold_more_sessions_than_its_cap_whatever_the_accounts(live, settings):
     settings.CHARMING_MCP_SESSIONS_PER_ADDRESS = 3
     agents = [make_agent(name) for name in ("ann", "ben", "cid")]
+    app = fresh_app()  # a server of its own: no other test's sessions from this address
 
-    async def go() -> tuple[list[int], httpx2.Response, int, int]:
+    async def go(live: LiveServer) -> tuple[list[int], httpx2.Response, int, int]:
         async with contextlib.AsyncExitStack() as stack:
             clients = [await stack.enter_async_context(http_client(agent)) for agent in agents]
             opened = [await session_open(clients[0], live), await session_open(clients[0], live)]
@@ -65,7 +74,8 @@ def test_one_address_cannot_hold_more_sessions_than_its_cap_whatever_the_account
                     await session_close(client, live, {**ACCEPT, "Mcp-Session-Id": response.headers["mcp-session-id"]})
             return statuses, refused, other_address.status_code, reopened.status_code
 
-    statuses, refused, other_address, reopened = run(go())
+    with live_server_running(app) as server:
+        statuses, refused, other_address, reopened = run(go(server))
 
     assert statuses == [429]
     error = refused.json()["error"]
@@ -79,14 +89,6 @@ def test_one_address_cannot_hold_more_sessions_than_its_cap_whatever_the_account
 
 
 # --- eviction at the ceiling ---
-
-
-def fresh_app():
-    from django.core.asgi import get_asgi_application
-
-    from mcp_tools.asgi import application_build
-
-    return application_build(get_asgi_application())
 
 
 def test_a_full_process_ends_its_longest_idle_session_for_a_newcomer(live, settings):
