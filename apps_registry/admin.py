@@ -24,6 +24,7 @@ from apps_registry.models import (
     App,
     AppVersion,
     AuditEvent,
+    ConfirmedEmail,
     Feedback,
     FeedbackResponse,
     Invitation,
@@ -588,3 +589,19 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ("action", "created_at")
     search_fields = ("actor_repr", "=app_id", "action")
     date_hierarchy = "created_at"
+
+
+@admin.register(ConfirmedEmail)
+class ConfirmedEmailAdmin(admin.ModelAdmin):
+    """Who confirmed which address, and when. Only ever made by the person's own link (or demo_setup); staff may
+    delete a row, which makes the account confirm its address again."""
+
+    list_display = ("user", "email", "confirmed_at")
+    search_fields = ("user__username", "email")
+    readonly_fields = ("user", "email", "confirmed_at")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

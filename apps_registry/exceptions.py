@@ -216,15 +216,38 @@ class DatabaseUnavailable(CharmingError):
     http_status = 503
     retry_after_seconds: ClassVar[int] = 5
 
-    def __init__(self) -> None:
-        super().__init__("The database is unavailable; try again shortly.")
+    def __init__(self, message: str = "The database is unavailable; try again shortly.", **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+
+
+def _driver_errors() -> tuple[type[BaseException], ...]:
+    """The database driver's own connection errors, which reach us unwrapped from outside Django's cursor wrapper
+    (psycopg's pool raises PoolTimeout, an OperationalError of psycopg's, when no connection comes in time)."""
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - SQLite-only installs
+        return ()
+    return (psycopg.OperationalError, psycopg.InterfaceError)
 
 
 def database_unavailable(error: BaseException) -> DatabaseUnavailable | None:
     """The error a transport answers (503, Retry-After) when `error` means the database is out of reach."""
-    if isinstance(error, OperationalError | InterfaceError):
+    if isinstance(error, (OperationalError, InterfaceError, *_driver_errors())):
         return DatabaseUnavailable()
     return None
+
+
+def connection_lost(error: BaseException) -> DatabaseUnavailable | None:
+    """The retryable error of a call whose database connection was lost (or never came) before it finished; a
+    mutation whose COMMIT was sent is told CommitUnconfirmed instead (services/routes.py), never this."""
+    if database_unavailable(error) is None:
+        return None
+    seconds = DatabaseUnavailable.retry_after_seconds
+    return DatabaseUnavailable(
+        f"The connection to the database was lost before this call finished; try again in {seconds} seconds "
+        "(a mutate_app call with an idempotency key can be retried with the same key).",
+        details={"retry_after_seconds": seconds},
+    )
 
 
 class InternalError(CharmingError):

@@ -541,3 +541,22 @@ class RecordMigration(models.Model):
 
     def __str__(self) -> str:
         return f"migration of {self.app_id} v{self.version}: {self.done} of {self.total} ({self.status})"
+
+
+class ConfirmedEmail(models.Model):
+    """The e-mail address a person proved they read, by opening the link mailed to it and confirming
+    (services/accounts.py). An account's address is confirmed while this row's address is its current one, so an
+    address changed since (in the admin) is unconfirmed again. Creating tokens, authorizing an OAuth client and
+    being found by an invitation by e-mail need it.
+
+    One account per address, whatever its case, is the unique index on the users' e-mail (migration 0021), not a
+    constraint here: an address moves between accounts only through the users' table."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="confirmed_email"
+    )
+    email = models.EmailField(max_length=254)
+    confirmed_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.email} confirmed {self.confirmed_at:%Y-%m-%d %H:%M}"

@@ -4,8 +4,9 @@ environment variable of the same name; `.env.example` and the Rate limits table 
 against these declarations by the tests. The budgets themselves are kept in the database by
 apps_registry/services/rate_limits.py.
 
-A limit allows `burst` calls at once after a quiet spell, then one every 60/`per_minute` seconds; a `per_minute`
-of 0 turns that limit off."""
+A limit allows `burst` calls at once after a quiet spell, then one every 60/`per_minute` seconds (a limit counted
+per hour, as sign-ups are: 3600/its rate); a rate of 0 turns that limit off. The settings keep the name
+`per_minute_setting` for either period."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from typing import Literal
 
 from django.conf import settings
 
-LimitName = Literal["token", "app", "auth_failures"]
+LimitName = Literal["token", "app", "auth_failures", "signups", "confirmation_mails"]
+Period = Literal["minute", "hour"]
+PERIOD_SECONDS: dict[str, float] = {"minute": 60.0, "hour": 3600.0}
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class RateLimit:
     burst_setting: str
     burst_default: int
     doc: str  # what it limits, in one line
+    period: Period = "minute"  # what the rate counts per
 
 
 RATE_LIMITS: tuple[RateLimit, ...] = (
@@ -52,6 +56,24 @@ RATE_LIMITS: tuple[RateLimit, ...] = (
         60,
         "refused bearer tokens from one client address (an IPv6 address counts by its /64)",
     ),
+    RateLimit(
+        "signups",
+        "CHARMING_RATE_SIGNUPS_PER_HOUR",
+        20,
+        "CHARMING_RATE_SIGNUPS_BURST",
+        10,
+        "accounts created on the sign-up page from one client address (an IPv6 address counts by its /64)",
+        period="hour",
+    ),
+    RateLimit(
+        "confirmation_mails",
+        "CHARMING_RATE_CONFIRMATION_MAILS_PER_HOUR",
+        6,
+        "CHARMING_RATE_CONFIRMATION_MAILS_BURST",
+        3,
+        "e-mail confirmation links one account may have sent again (the sign-up's own mail is not counted)",
+        period="hour",
+    ),
 )
 RATE_LIMIT_SETTINGS: tuple[tuple[str, int], ...] = tuple(
     pair
@@ -75,13 +97,13 @@ class Rate:
 
     @property
     def interval(self) -> float:
-        return 60.0 / self.per_minute
+        return PERIOD_SECONDS[self.limit.period] / self.per_minute
 
     def details(self, retry_after_seconds: int) -> dict[str, object]:
         """The `details` of a rate_limited error: which limit, its values and settings, and when to retry."""
         return {
             "limit": self.limit.name,
-            "per_minute": self.per_minute,
+            f"per_{self.limit.period}": self.per_minute,
             "burst": self.burst,
             "setting": self.limit.per_minute_setting,
             "retry_after_seconds": retry_after_seconds,

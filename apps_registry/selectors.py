@@ -22,6 +22,7 @@ from apps_registry.models import (
     ApiToken,
     App,
     AppVersion,
+    ConfirmedEmail,
     Feedback,
     Invitation,
     InvitationStatus,
@@ -413,3 +414,21 @@ def record_choices_of(
         label = data.get(label_field) if label_field else None
         choices.append((record.record_id, str(label) if label not in (None, "") else record.record_id))
     return total, choices
+
+
+@dataclass(frozen=True)
+class EmailStatus:
+    """A person's address and whether they confirmed it (it is the address of their ConfirmedEmail row)."""
+
+    email: str
+    confirmed: bool
+    confirmed_at: datetime | None = None
+
+
+def email_status_of(user: Any) -> EmailStatus:
+    """The address `user` gave and whether it is confirmed (one query by primary key)."""
+    email = getattr(user, "email", "") or ""
+    row = ConfirmedEmail.objects.filter(user_id=user.pk).first() if email else None
+    if row is None or row.email.lower() != email.lower():
+        return EmailStatus(email=email, confirmed=False)
+    return EmailStatus(email=email, confirmed=True, confirmed_at=row.confirmed_at)

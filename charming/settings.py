@@ -42,6 +42,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A view's database outage is a 503 with Retry-After (the site's page, or JSON for OAuth and the API).
+    "apps_registry.pages.outage.DatabaseUnavailableMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -70,6 +72,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "apps_registry.pages.context.email_status",
             ],
         },
     },
@@ -99,6 +102,9 @@ else:
     # that cannot keep prepared statements (PgBouncer in transaction mode before 1.21, or without
     # max_prepared_statements). At least 1: preparing costs a round trip of its own, which a statement sent once
     # never earns back.
+    # Seconds a new connection may take to be established (libpq's connect_timeout; it counts 2 as its least): a
+    # server that does not answer at all is then an outage answered in seconds, not after TCP's own minutes.
+    DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = env.int("DATABASE_CONNECT_TIMEOUT", default=2)
     prepare_threshold = env.str("DATABASE_PREPARE_THRESHOLD", default="5").strip().lower()
     if prepare_threshold != "off":
         if not prepare_threshold.isdigit() or int(prepare_threshold) < 1:
@@ -127,8 +133,9 @@ else:
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=2),
             "max_size": DATABASE_POOL_MAX_SIZE,
-            # Seconds a unit of work waits for a free connection before it fails (503 "database unavailable").
-            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+            # Seconds a unit of work waits for a free connection before it fails (503 "database unavailable"): while
+            # PostgreSQL is down no connection ever comes, so this is how long an outage takes to answer.
+            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=1.5),
         }
         # Check each connection as it leaves the pool (an empty query): after a PostgreSQL restart the pooled
         # connections are dead, and this replaces them instead of failing one call each.
@@ -255,9 +262,10 @@ for _limit in LIMIT_SETTINGS:
     globals()[_limit.setting] = env.int(_limit.setting, default=_limit.default)
 del _limit
 
-# --- Rate limits (apps_registry/ratelimits.py; docs/operations.md#rate-limits): per token, per app, and failed
-# authentications per client address, kept in the database so every worker shares them. Each limit is a rate per
-# minute (0 turns it off) and a burst; declared once in apps_registry/ratelimits.py and read here. ---
+# --- Rate limits (apps_registry/ratelimits.py; docs/operations.md#rate-limits): per token, per app, failed
+# authentications per client address, sign-ups per address and confirmation mails per account, kept in the database
+# so every worker shares them. Each limit is a rate per minute or per hour (0 turns it off) and a burst; declared
+# once in apps_registry/ratelimits.py and read here. ---
 from apps_registry.ratelimits import RATE_LIMIT_SETTINGS  # noqa: E402 (kept beside the block it serves)
 
 for _setting, _default in RATE_LIMIT_SETTINGS:
@@ -276,10 +284,14 @@ CHARMING_MCP_ALLOWED_HOSTS = env.list("CHARMING_MCP_ALLOWED_HOSTS", default=[])
 # Browser Origins /mcp accepts; any other Origin gets 403. Empty: the origin of CHARMING_PUBLIC_URL.
 CHARMING_MCP_ALLOWED_ORIGINS = env.list("CHARMING_MCP_ALLOWED_ORIGINS", default=[])
 # Seconds an idle 2025-11-25 session (Mcp-Session-Id: no request in flight, no open GET stream) is kept in the
-# worker's memory; an abandoned one costs about 344 KB until then.
+# worker's memory; an abandoned one costs its memory (tens of KB) until then.
 CHARMING_MCP_SESSION_IDLE_SECONDS = env.int("CHARMING_MCP_SESSION_IDLE_SECONDS", default=600)
 # 2025-11-25 sessions one user may keep open in one worker; one more initialize gets HTTP 429.
 CHARMING_MCP_SESSIONS_PER_USER = env.int("CHARMING_MCP_SESSIONS_PER_USER", default=25)
+# 2025-11-25 sessions one client address (an IPv6 /64) may keep open in one worker, all accounts together; 0: no cap.
+CHARMING_MCP_SESSIONS_PER_ADDRESS = env.int("CHARMING_MCP_SESSIONS_PER_ADDRESS", default=250)
+# 2025-11-25 sessions one worker keeps at most; at the ceiling the session idle longest is ended for a newcomer.
+CHARMING_MCP_SESSIONS_MAX = env.int("CHARMING_MCP_SESSIONS_MAX", default=10_000)
 
 # --- OAuth 2.1 authorization server (django-oauth-toolkit; apps_registry/oauth, docs/operations.md#oauth) ---
 # Seconds an access token is valid; clients refresh it with their refresh token.
@@ -339,8 +351,8 @@ OAUTH2_PROVIDER = {
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
-# Mail for password resets. The console backend prints messages to the server's output (offline runs);
-# production sets e.g. django.core.mail.backends.smtp.EmailBackend and the EMAIL_HOST_* values.
+# Mail for password resets and e-mail confirmations. The console backend prints messages to the server's output
+# (offline runs); production sets e.g. django.core.mail.backends.smtp.EmailBackend and the EMAIL_HOST_* values.
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)
@@ -350,6 +362,8 @@ EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Charming <noreply@localhost>")
 # Seconds a password-reset link stays valid.
 PASSWORD_RESET_TIMEOUT = env.int("PASSWORD_RESET_TIMEOUT", default=3 * 3600)
+# Seconds an e-mail confirmation link stays valid (services/accounts.py; a new one can be sent from the site).
+CHARMING_EMAIL_CONFIRMATION_SECONDS = env.int("CHARMING_EMAIL_CONFIRMATION_SECONDS", default=3 * 24 * 3600)
 # Brute-force throttling: after AXES_FAILURE_LIMIT failed log-ins for one username from one IP address,
 # that pair is locked out for AXES_COOLOFF_MINUTES (a 429 page). Behind a proxy, let uvicorn set the client
 # address (--proxy-headers --forwarded-allow-ips) or every client shares the proxy's.

@@ -6,6 +6,9 @@ from django.urls import include, path
 from apps_registry.oauth import urls as oauth_urls
 from mcp_tools.views import protected_resource_metadata
 
+# A database outage raised outside a view is a 503 page too (apps_registry/pages/outage.py); others a styled 500.
+handler500 = "apps_registry.pages.outage.server_error"
+
 admin.site.site_header = "Charming staff console"
 admin.site.site_title = "Charming"
 admin.site.index_title = "Apps, advisories and feedback"

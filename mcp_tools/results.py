@@ -25,6 +25,7 @@ from apps_registry.exceptions import (
     RouteNotFound,
     RouteRemoved,
     VersionConflict,
+    connection_lost,
 )
 from apps_registry.redaction import RedactingFilter, redact_error
 from apps_registry.services.advisories import AdvisoryNote
@@ -155,8 +156,13 @@ def error_result(
     exc: BaseException, *, envelope: bool, advisories: list[dict[str, Any]] | None = None, tool: str = "?"
 ) -> types.CallToolResult:
     """The one translator: a domain error becomes its envelope error; anything else a generic internal error."""
+    lost = None if isinstance(exc, CharmingError) else connection_lost(exc)
     if isinstance(exc, CharmingError):
         error = exc.as_envelope_error(error_message(exc))
+    elif lost is not None:
+        # A restart or an outage cut the call short: retryable, and said so (one warning line, no traceback).
+        logger.warning("MCP tool %s answered unavailable: the database connection was lost (%s)", tool, exc)
+        error = lost.as_envelope_error()
     else:
         logger.error("Unexpected error in MCP tool %s", tool, exc_info=exc)
         error = InternalError(INTERNAL_ERROR_MESSAGE).as_envelope_error()

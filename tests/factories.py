@@ -11,9 +11,19 @@ class UserFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = get_user_model()
         django_get_or_create = ("username",)
+        skip_postgeneration_save = True
 
     username = factory.Sequence(lambda n: f"user{n}")
     email = factory.LazyAttribute(lambda u: f"{u.username}@example.com")
+
+    @factory.post_generation
+    def email_confirmed(user, create, extracted, **kwargs):
+        """The tests' people have confirmed their address (as if they opened the link), unless
+        `email_confirmed=False`."""
+        if create and extracted is not False:
+            from apps_registry.services.email_confirmation import email_confirmed_by_operator
+
+            email_confirmed_by_operator(user=user)
 
 
 class StaffFactory(UserFactory):

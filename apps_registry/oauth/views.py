@@ -23,8 +23,10 @@ from oauth2_provider.views import (
     DynamicClientRegistrationView,
 )
 
+from apps_registry.exceptions import Forbidden
 from apps_registry.oauth.policy import redirect_uris_problem, resource_problem
-from apps_registry.selectors import oauth_clients_connected_to
+from apps_registry.selectors import email_status_of, oauth_clients_connected_to
+from apps_registry.services.email_confirmation import confirmed_email_require
 from apps_registry.services.oauth import oauth_client_disconnect, registration_allowed, registration_record
 
 ALLOWED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
@@ -84,7 +86,13 @@ def registration_metadata_problem(data: Any) -> JsonResponse | None:
 
 
 class CharmingAuthorizationView(AuthorizationView):
-    """DOT's consent flow, refusing resources this server does not serve before the person is asked."""
+    """DOT's consent flow, refusing resources this server does not serve before the person is asked, and people
+    who have not confirmed their e-mail address (they are told how, and come back to the same request after)."""
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if request.user.is_authenticated and not email_status_of(request.user).confirmed:
+            return _email_unconfirmed(request)
+        return super().dispatch(request, *args, **kwargs)
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         problem = resource_problem(request.GET.getlist("resource"))
@@ -126,6 +134,17 @@ class CharmingAuthorizationView(AuthorizationView):
         # approval's stays single.
         issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
         return super().redirect(_add_iss_to_redirect(redirect_to, issuer), application)
+
+
+def _email_unconfirmed(request: HttpRequest) -> HttpResponse:
+    """A signed-in person whose address is not confirmed cannot connect a client yet: what to do, and a link back to
+    this very authorization request for when they have."""
+    try:
+        confirmed_email_require(user=request.user, to="connect a client")
+    except Forbidden as refusal:
+        message = refusal.message
+    context = {"message": message, "email": email_status_of(request.user), "retry_url": request.get_full_path()}
+    return render(request, "oauth/email_unconfirmed.html", context, status=403)
 
 
 def _allow_consent_redirect(response: HttpResponseBase) -> None:

@@ -20,7 +20,9 @@ class SignUpForm(forms.Form):
         widget=forms.TextInput(attrs={"autocomplete": "username", "autofocus": True}),
     )
     email = forms.EmailField(
-        help_text="For password resets only.", widget=forms.EmailInput(attrs={"autocomplete": "email"})
+        help_text="We send a link to it: confirm your address to connect agents and be invited by e-mail. Also for "
+        "password resets.",
+        widget=forms.EmailInput(attrs={"autocomplete": "email"}),
     )
     password1 = forms.CharField(
         label="Password",
@@ -46,6 +48,14 @@ class SignUpForm(forms.Form):
             except ValidationError as error:
                 self.add_error("password1", error)
         return cleaned
+
+
+class EmailChangeForm(forms.Form):
+    email = forms.EmailField(
+        label="New e-mail address",
+        help_text="We send a link to it; your account uses it once you open the link and confirm.",
+        widget=forms.EmailInput(attrs={"autocomplete": "email"}),
+    )
 
 
 class AccountDeleteForm(forms.Form):

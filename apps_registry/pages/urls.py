@@ -48,6 +48,8 @@ urlpatterns = [
         name="password_reset_complete",
     ),
     path("accounts/delete/", views.account_delete_view, name="account_delete"),
+    path("accounts/email/", views.email_status, name="email_status"),
+    path("accounts/email/confirm/<str:token>/", views.email_confirm_view, name="email_confirm"),
     path("connect/", views.connect, name="connect"),
     path("connect/token/", views.token_created, name="token_created"),
     path("connect/tokens/<int:token_id>/revoke/", views.token_revoke_view, name="token_revoke"),

@@ -18,11 +18,23 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from apps_registry.exceptions import CharmingError, InvalidInput, NotFound
+from apps_registry.exceptions import CharmingError, Forbidden, InvalidInput, NotFound, RateLimited
 from apps_registry.pages.connect import host_configs, mcp_url
-from apps_registry.pages.forms import AccountDeleteForm, SignUpForm, TokenCreateForm
-from apps_registry.selectors import app_activity_for, app_listings_for, invitations_pending_for, tokens_of
+from apps_registry.pages.forms import AccountDeleteForm, EmailChangeForm, SignUpForm, TokenCreateForm
+from apps_registry.selectors import (
+    app_activity_for,
+    app_listings_for,
+    email_status_of,
+    invitations_pending_for,
+    tokens_of,
+)
 from apps_registry.services.accounts import account_create, account_delete
+from apps_registry.services.email_confirmation import (
+    email_change,
+    email_confirm,
+    email_confirmation_read,
+    email_confirmation_send,
+)
 from apps_registry.services.tokens import token_create, token_revoke_own
 
 # Session key holding a just-created token's secret until the result page shows it (once).
@@ -62,20 +74,86 @@ def signup(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated:
         return redirect("home")
     form = SignUpForm(request.POST or None)
+    status, retry_after = 200, None
     if request.method == "POST" and form.is_valid():
         try:
             user = account_create(
                 username=form.cleaned_data["username"],
                 email=form.cleaned_data["email"],
                 password=form.cleaned_data["password1"],
+                address=request.META.get("REMOTE_ADDR"),
             )
         except InvalidInput as error:
             _add_errors(form, error, SIGNUP_FIELDS)
+        except RateLimited as error:
+            form.add_error(None, error.message)
+            status, retry_after = 429, error.retry_after_seconds
         else:
             login(request, user, backend=MODEL_BACKEND)
-            messages.success(request, f"Welcome, {user.get_username()}! Your account is ready.")
+            messages.success(
+                request,
+                f"Welcome, {user.get_username()}! Your account is ready. We sent a link to {user.email}: open it and "
+                "confirm your address, so you can connect agents and be invited by e-mail.",
+            )
             return redirect("home")
-    return render(request, "accounts/signup.html", {"form": form})
+    response = render(request, "accounts/signup.html", {"form": form}, status=status)
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
+    return response
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def email_status(request: HttpRequest) -> HttpResponse:
+    """The person's address: confirmed, or waiting for its link (send it again, or change the address)."""
+    user: Any = request.user
+    changing = request.method == "POST" and request.POST.get("action") == "change"
+    form = EmailChangeForm(request.POST if changing else None)
+    status = 200
+    if request.method == "POST":
+        try:
+            if not changing:
+                email_confirmation_send(user=user, again=True)
+                messages.success(request, f"We sent a new link to {user.email}. It may take a minute to arrive.")
+                return redirect("email_status")
+            if form.is_valid():
+                email_change(user=user, email=form.cleaned_data["email"])
+                messages.success(request, f"We sent a link to {user.email}: open it to confirm the address.")
+                return redirect("email_status")
+            status = 400
+        except InvalidInput as error:
+            if changing:
+                _add_errors(form, error, {"email": "email"})
+            else:
+                messages.error(request, error.message)
+            status = 400
+        except CharmingError as error:
+            messages.error(request, error.message)
+            status = error.http_status
+    context = {"email": email_status_of(user), "form": form}
+    return render(request, "accounts/email.html", context, status=status)
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+def email_confirm_view(request: HttpRequest, token: str) -> HttpResponse:
+    """The page a confirmation link opens: the address and account it confirms, and a button that confirms it
+    (a POST: mail scanners open links, and must not confirm an address for whoever sent it there)."""
+    try:
+        pending = email_confirmation_read(token=token)
+    except InvalidInput as error:
+        return render(request, "accounts/email_confirm.html", {"error": error.message}, status=400)
+    if request.method == "POST":
+        try:
+            confirmed = email_confirm(token=token)
+        except CharmingError as error:
+            return render(request, "accounts/email_confirm.html", {"error": error.message}, status=error.http_status)
+        messages.success(request, f"Thank you: {confirmed.email} is confirmed for your account {pending.user}.")
+        if request.user.is_authenticated and request.user.pk == confirmed.user.pk:
+            return redirect("home")
+        return redirect("login")
+    return render(request, "accounts/email_confirm.html", {"pending": pending})
 
 
 @sensitive_post_parameters("password")
@@ -116,12 +194,16 @@ def connect(request: HttpRequest) -> HttpResponse:
     """The MCP URL, host configurations, and the user's personal tokens (create: POST)."""
     form = TokenCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        issued = token_create(
-            user=request.user,
-            name=form.cleaned_data["name"],
-            expires_days=form.cleaned_data["expires_days"],
-            scopes=form.cleaned_data["scopes"],
-        )
+        try:
+            issued = token_create(
+                user=request.user,
+                name=form.cleaned_data["name"],
+                expires_days=form.cleaned_data["expires_days"],
+                scopes=form.cleaned_data["scopes"],
+            )
+        except Forbidden as error:  # the address is not confirmed yet: the page says how
+            form.add_error(None, error.message)
+            return _connect_page(request, form=form, status=403)
         # Handed to the next GET, which shows it once: a reload of the result page cannot re-create or re-show it.
         request.session[NEW_TOKEN_SESSION_KEY] = {"id": issued.token.pk, "plaintext": issued.plaintext}
         return redirect("token_created")
@@ -189,6 +271,7 @@ def _connect_page(request: HttpRequest, *, form: TokenCreateForm, status: int = 
         "configs": host_configs(url=url),
         "form": form,
         "tokens": tokens_of(request.user),
+        "email": email_status_of(request.user),
     }
     return render(request, "pages/connect.html", context, status=status)
 

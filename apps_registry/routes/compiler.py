@@ -240,7 +240,7 @@ def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *,
     if _schema_ok(input_schema, f"{prefix}.input", limits, problems):
         found = schema_problems(input_schema)
         for message in found:
-            problems.append(Problem(f"{prefix}.input", message))
+            problems.append(_schema_problem(f"{prefix}.input", message))
         declared = input_schema.get("type", "object")
         if not found and declared != "object" and not (isinstance(declared, list) and "object" in declared):
             problems.append(
@@ -253,7 +253,7 @@ def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *,
     output_schema = raw.get("output")
     if output_schema is not None and _schema_ok(output_schema, f"{prefix}.output", limits, problems):
         for message in schema_problems(output_schema):
-            problems.append(Problem(f"{prefix}.output", message))
+            problems.append(_schema_problem(f"{prefix}.output", message))
     has_steps, has_handler = "steps" in raw, "handler" in raw
     body: dict[str, Any] = {}
     steps: list[Step] = []
@@ -295,6 +295,11 @@ def check_route(name: str, raw: Any, limits: Limits, problems: list[Problem], *,
         steps=steps,
         hints=hints_of(raw),
     )
+
+
+def _schema_problem(path: str, message: str) -> Problem:
+    """A schema's problem; one over a limit (routes/schemas.py LimitProblem) names it, as other limit problems do."""
+    return Problem(path, message, limit=getattr(message, "limit", None), max=getattr(message, "max", None))
 
 
 def _schema_ok(schema: Any, path: str, limits: Limits, problems: list[Problem]) -> bool:

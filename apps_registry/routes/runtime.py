@@ -17,7 +17,7 @@ from apps_registry.routes.budget import CallBudget, Size
 from apps_registry.routes.compiler import CompiledRoute
 from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
 from apps_registry.routes.limits import Limits, limit_details
-from apps_registry.routes.schemas import coerce_numbers
+from apps_registry.routes.schemas import ValidationErrors, coerce_numbers
 from apps_registry.routes.steps import Call, run_steps
 from apps_registry.routes.store import MeteredStore, Store
 from apps_registry.values import type_name
@@ -157,5 +157,13 @@ def _finish(route: CompiledRoute, value: Any) -> Any:
 
 
 def _summary(errors: list[dict[str, str]]) -> str:
-    shown = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:3])
-    return shown + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
+    """The first three errors, then how many more the value has: the real count, not the entries listed (a
+    validator's list ends with an entry counting those past MAX_ERRORS, see ValidationErrors; when only the first
+    was looked for, more may follow)."""
+    total = errors.total if isinstance(errors, ValidationErrors) else len(errors)
+    listed = errors[: 1 if total is None else min(len(errors), total)]  # without a validator's counting entry
+    shown = "; ".join(f"{e['path']}: {e['message']}" for e in listed[:3])
+    if total is None:
+        return shown + "; further errors may follow, not checked"
+    more = total - min(total, 3)
+    return shown + (f"; and {more} more" if more else "")

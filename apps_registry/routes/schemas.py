@@ -185,14 +185,32 @@ def _patterns_in(schema: Any) -> list[tuple[str, str]]:
     return sorted(found)
 
 
+class LimitProblem(str):
+    """A problem message that names the engine limit it is over (`limit`, `max`), which the compiler puts on the
+    definition's problem as the other limit problems have them. Compares and prints as its message."""
+
+    limit: str
+    max: int
+
+    def __new__(cls, message: str, *, limit: str, max: int) -> LimitProblem:
+        problem = super().__new__(cls, message)
+        problem.limit = limit
+        problem.max = max
+        return problem
+
+
 def _pattern_nesting_problems(schema: Any, limits: Limits) -> list[str]:
-    problems = []
+    problems: list[str] = []
     for where, pattern in _patterns_in(schema):
         depth = pattern_nesting(pattern)
         if depth > limits.pattern_nesting:
             problems.append(
-                f"is not usable at {where}: pattern {pattern[:100]!r} nests groups {depth} deep; the limit is "
-                f"{limits.pattern_nesting} (pattern_nesting, CHARMING_ROUTES_MAX_PATTERN_NESTING)"
+                LimitProblem(
+                    f"is not usable at {where}: pattern {pattern[:100]!r} nests groups {depth} deep; the limit is "
+                    f"{limits.pattern_nesting} (pattern_nesting, CHARMING_ROUTES_MAX_PATTERN_NESTING)",
+                    limit="pattern_nesting",
+                    max=limits.pattern_nesting,
+                )
             )
     return problems
 
@@ -233,8 +251,19 @@ def _schema_problems(schema: dict[str, Any] | bool, limits: Limits) -> list[str]
     try:
         expansion(schema, limits)
     except SchemaTooLarge as exc:
-        return [str(exc)]
+        if not exc.over_limit:
+            return [str(exc)]
+        return [LimitProblem(str(exc), limit="schema_expansion", max=limits.schema_expansion)]
     return []
+
+
+class ValidationErrors(list[dict[str, str]]):
+    """The errors a validator lists, and `total`: how many the value has (None when only the first was looked
+    for). Past MAX_ERRORS the list ends with one entry saying how many more, so its length is not the count."""
+
+    def __init__(self, entries: list[dict[str, str]] = (), *, total: int | None) -> None:  # type: ignore[assignment]
+        super().__init__(entries)
+        self.total = total
 
 
 class SchemaValidator:
@@ -248,13 +277,15 @@ class SchemaValidator:
         except (SchemaTooLarge, RecursionError):  # saved under other limits: assume the worst for the estimate
             self._widest = ERROR_SCAN_BUDGET
 
-    def errors(self, instance: Any) -> list[dict[str, str]]:
+    def errors(self, instance: Any) -> ValidationErrors:
         try:
             return self._errors(instance)
         except RecursionError:  # defence in depth: params and values are nested no deeper than their limit
-            return [{"path": "$", "message": "the value is nested too deeply to check against the schema"}]
+            return ValidationErrors(
+                [{"path": "$", "message": "the value is nested too deeply to check against the schema"}], total=1
+            )
 
-    def _errors(self, instance: Any) -> list[dict[str, str]]:
+    def _errors(self, instance: Any) -> ValidationErrors:
         if _items_within(instance, ERROR_SCAN_BUDGET // max(self._widest, 1)):
             # Every error, in one pass (is_valid first would run every pattern twice on a failing value).
             found: list[dict[str, str]] = []
@@ -264,18 +295,22 @@ class SchemaValidator:
                     found.append(_error_entry(error))
                 else:
                     more += 1
+            total = len(found) + more
             if more:
                 found.append({"path": "$", "message": f"and {more} more errors not listed"})
-            return found
+            return ValidationErrors(found, total=total)
         # Too many errors may be possible to build them all: the first one only (validate stops at it).
         try:
             self._validator.validate(instance)
         except jsonschema_rs.ValidationError as error:
-            return [
-                _error_entry(error),
-                {"path": "$", "message": "further errors may follow, not checked: fix this one and send it again"},
-            ]
-        return []
+            return ValidationErrors(
+                [
+                    _error_entry(error),
+                    {"path": "$", "message": "further errors may follow, not checked: fix this one and send it again"},
+                ],
+                total=None,
+            )
+        return ValidationErrors([], total=0)
 
 
 def _error_entry(error: Any) -> dict[str, str]:
@@ -312,7 +347,12 @@ def _items_within(value: Any, budget: int) -> bool:
 
 
 class SchemaTooLarge(Exception):
-    """A schema over `schema_expansion`, or one whose `$ref`s loop in place; the message says where."""
+    """A schema over `schema_expansion`, or one whose `$ref`s loop in place; the message says where, and
+    `over_limit` whether it is the limit (a loop is refused whatever the limit)."""
+
+    def __init__(self, message: str, *, over_limit: bool = True) -> None:
+        super().__init__(message)
+        self.over_limit = over_limit
 
 
 @dataclass(frozen=True)
@@ -449,7 +489,8 @@ class _Expander:
                 if child in active:
                     raise SchemaTooLarge(
                         f"is not usable at {_pointer(where)}: it applies {_pointer(child)} again at the same place "
-                        "in the value (its $refs loop without descending into the value)"
+                        "in the value (its $refs loop without descending into the value)",
+                        over_limit=False,
                     )
                 if child not in self.closures:
                     stack.append((child, False))

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model, password_validation
 from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 
 from apps_registry.exceptions import Forbidden, InvalidInput, OperationFailed
 from apps_registry.models import App
 from apps_registry.services.apps import DeletionResult, app_delete, audit_record
+from apps_registry.services.email_confirmation import email_address_checked, email_claim, email_confirmation_send
+from apps_registry.services.rate_limits import signup_budget_take
 
 # How app_delete records the confirmation when the owner deletes their whole account.
 ACCOUNT_DELETION = "account_deletion"
@@ -25,10 +27,14 @@ class AccountDeletionResult:
     apps: list[DeletionResult]
 
 
-def account_create(*, username: str, email: str, password: str) -> Any:
-    """Create a person's account (not staff) after checking the username, email and password rules.
+def account_create(*, username: str, email: str, password: str, address: str | None = None) -> Any:
+    """Create a person's account (not staff) after checking the username, email and password rules, then mail the
+    link confirming its address (services/email_confirmation.py).
 
-    Raises InvalidInput with one `errors` entry per bad field ({"path": field, "message": ...}).
+    Raises InvalidInput with one `errors` entry per bad field ({"path": field, "message": ...}); RateLimited when
+    client `address` has created too many accounts lately (checked once the fields are valid, so a mistyped form
+    costs nothing). An address another account has confirmed is refused; one only claimed by another account (not
+    confirmed) is taken from it: an unconfirmed claim proves nothing, and whoever confirms first keeps it.
     """
     user_model = get_user_model()
     username = user_model.normalize_username(username.strip())
@@ -45,22 +51,32 @@ def account_create(*, username: str, email: str, password: str) -> Any:
     if username and user_model.objects.filter(username__iexact=username).exists():
         errors.append({"path": "username", "message": f"The username {username!r} is already taken."})
     try:
-        validate_email(email)
-    except ValidationError as error:
-        errors += [{"path": "email", "message": m} for m in error.messages]
+        email = email_address_checked(email)
+    except InvalidInput as error:
+        errors += error.errors or []
     try:
         password_validation.validate_password(password, user=user_model(username=username, email=email))
     except ValidationError as error:
         errors += [{"path": "password", "message": m} for m in error.messages]
     if errors:
         raise InvalidInput("The account could not be created: " + " ".join(e["message"] for e in errors), errors=errors)
+    signup_budget_take(address=address)
     try:
         with transaction.atomic():
-            return user_model.objects.create_user(username=username, email=email, password=password)
+            user = user_model.objects.create_user(username=username, email="", password=password)
+            email_claim(user=user, email=email)
     except IntegrityError:
-        # Another sign-up took the name between the check and the insert.
-        message = f"The username {username!r} is already taken."
-        raise InvalidInput(message, errors=[{"path": "username", "message": message}]) from None
+        # Another sign-up took the name (or confirmed the address) between the checks and the insert.
+        if user_model.objects.filter(username__iexact=username).exists():
+            message = f"The username {username!r} is already taken."
+            raise InvalidInput(message, errors=[{"path": "username", "message": message}]) from None
+        email_address_checked(email)  # names the account that confirmed it meanwhile
+        raise
+    # A mail that cannot be sent is logged there; the account's pages say the address is unconfirmed and offer to
+    # send the link again.
+    with contextlib.suppress(OperationFailed):
+        email_confirmation_send(user=user, again=False)
+    return user
 
 
 @transaction.atomic

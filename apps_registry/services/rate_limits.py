@@ -136,7 +136,7 @@ def _refusal(rate: Rate, wait: float, message: str) -> RateLimited:
 
 
 def _limits_text(rate: Rate) -> str:
-    return f"{rate.per_minute} per minute, bursts of {rate.burst}"
+    return f"{rate.per_minute} per {rate.limit.period}, bursts of {rate.burst}"
 
 
 # --- a token's budget: every request, over /mcp and /api alike ---
@@ -228,3 +228,46 @@ def authentication_throttled(*, address: str | None, authenticate: Callable[[], 
     except AuthenticationFailed:
         auth_failure_record(address=address)
         raise
+
+
+# --- sign-ups per client address, confirmation mails per account ---
+
+
+def _wait_text(seconds: int) -> str:
+    if seconds < 120:
+        return f"{seconds} seconds"
+    return f"{math.ceil(seconds / 60)} minutes"
+
+
+def signup_budget_take(*, address: str | None, now: float | None = None) -> None:
+    """Count one account created from `address` (its /64 for IPv6); RateLimited when the address has spent its
+    budget of sign-ups, before anything is created."""
+    rate = current_rate("signups")
+    key = "signup:" + client_address_key(address).removeprefix("auth:")
+    wait = rate_budget_take(key=key, rate=rate, now=now)
+    if wait is not None:
+        seconds = retry_after_seconds(wait)
+        raise RateLimited(
+            f"Too many accounts were created from your network address (its limit: {_limits_text(rate)}). "
+            f"No account was created; try again in {_wait_text(seconds)}.",
+            limit=rate.limit.name,
+            retry_after_seconds=seconds,
+            details=rate.details(seconds),
+        )
+
+
+def confirmation_mail_budget_take(*, user_id: Any, now: float | None = None) -> None:
+    """Count one confirmation link sent again to account `user_id`'s address; RateLimited when spent (so nobody can
+    fill an inbox with them)."""
+    rate = current_rate("confirmation_mails")
+    wait = rate_budget_take(key=f"mail:{user_id}", rate=rate, now=now)
+    if wait is not None:
+        seconds = retry_after_seconds(wait)
+        raise RateLimited(
+            f"A confirmation link was sent to this address {rate.burst} times in a short while (its limit: "
+            f"{_limits_text(rate)}). Nothing was sent; look for the last one (and in your spam folder), or try again "
+            f"in {_wait_text(seconds)}.",
+            limit=rate.limit.name,
+            retry_after_seconds=seconds,
+            details=rate.details(seconds),
+        )

@@ -30,9 +30,11 @@ def _with_article(role: str) -> str:
 
 
 def _user_named(identifier: object) -> Any:
-    """The active user with this username, or else this email (case-insensitive); InvalidInput if none.
+    """The active user with this username, or else this email (case-insensitive) once its account has confirmed
+    it; InvalidInput if none.
 
-    The refusal is the same for an unknown username and an unknown email (see docs/sharing.md).
+    The refusal is the same for an unknown username, an unknown email and an unconfirmed one (see docs/sharing.md):
+    an address only claimed at sign-up proves nothing, so an invitation to it never reaches whoever claimed it.
     """
     if not isinstance(identifier, str) or not identifier.strip():
         raise InvalidInput(
@@ -43,20 +45,15 @@ def _user_named(identifier: object) -> Any:
     users = get_user_model().objects.filter(is_active=True)
     user = None
     if "@" in name:
-        # An email names the account that has it, never an account whose username merely looks like it.
-        by_email = list(users.filter(email__iexact=name)[:2])
-        if len(by_email) > 1:
-            raise InvalidInput(
-                f"More than one account uses the email {clip_repr(name)}; invite the person by their username.",
-                errors=[{"path": "$.user", "message": "email shared by several accounts"}],
-            )
-        user = by_email[0] if by_email else None
+        # An email names the account that has confirmed it (at most one: the address is unique whatever its case),
+        # never an account whose username merely looks like it.
+        user = users.filter(email__iexact=name, confirmed_email__email__iexact=name).first()
     else:
         user = users.filter(username=name).first()
     if user is None:
         raise InvalidInput(
-            f"No Charming user has the username or email {clip_repr(name)}. "
-            "Check the spelling, or ask them to sign up first.",
+            f"No Charming user has the username or confirmed email {clip_repr(name)}. "
+            "Check the spelling, or ask them to sign up (and confirm their email address) first.",
             errors=[{"path": "$.user", "message": "no such user"}],
         )
     return user

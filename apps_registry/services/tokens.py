@@ -20,6 +20,7 @@ from apps_registry.exceptions import AuthenticationFailed, InvalidInput, NotFoun
 from apps_registry.models import ApiToken
 from apps_registry.plans import plan_stable
 from apps_registry.rows import columns_of
+from apps_registry.services.email_confirmation import confirmed_email_require
 
 TOKEN_PREFIX = "chm_"
 # Last-used is written at most this often per token, so authentication stays read-mostly.
@@ -55,9 +56,19 @@ def token_scopes_checked(scopes: Iterable[str] | None) -> str:
 
 
 def token_create(
-    *, user: Any, name: str = "default", expires_days: int | None = None, scopes: Iterable[str] | None = None
+    *,
+    user: Any,
+    name: str = "default",
+    expires_days: int | None = None,
+    scopes: Iterable[str] | None = None,
+    by_operator: bool = False,
 ) -> IssuedToken:
-    """Issue a token with `scopes` (every scope by default). The plaintext is returned once here and never stored."""
+    """Issue a token with `scopes` (every scope by default). The plaintext is returned once here and never stored.
+
+    A person's own account must have confirmed its e-mail address first (Forbidden, saying how); an operator
+    (`by_operator`: `manage.py create_token`) vouches for the account and needs no confirmation."""
+    if not by_operator:
+        confirmed_email_require(user=user, to="create a token")
     stored_scopes = token_scopes_checked(scopes)
     if expires_days is not None and expires_days <= 0:
         raise InvalidInput(

@@ -17,7 +17,13 @@ pytestmark = pytest.mark.django_db
 
 
 def person(username: str = "carol"):
-    return account_create(username=username, email=f"{username}@example.com", password=PASSWORD)
+    """A person who signed up and opened the confirmation link mailed to them."""
+    from apps_registry.services.email_confirmation import email_confirm, email_confirmation_token
+
+    user = account_create(username=username, email=f"{username}@example.com", password=PASSWORD)
+    email_confirm(token=email_confirmation_token(user=user))
+    user.refresh_from_db()
+    return user
 
 
 def test_account_create_makes_a_person_who_can_log_in_with_the_password():

@@ -128,7 +128,8 @@ def test_another_users_invitation_is_not_found(budget, other_user, carol, verb):
             {"user": "zed", "role": "viewer"},
             400,
             "invalid_input",
-            "No Charming user has the username or email 'zed'. Check the spelling, or ask them to sign up first.",
+            "No Charming user has the username or confirmed email 'zed'. Check the spelling, or ask them to sign up "
+            "(and confirm their email address) first.",
             "$.user",
         ),
         ({"user": 7, "role": "viewer"}, 400, "invalid_input", "Name the person to invite", "$.user"),

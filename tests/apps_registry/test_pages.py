@@ -27,7 +27,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def carol():
-    return account_create(username="carol", email="carol@example.com", password=PASSWORD)
+    """A person who signed up and confirmed their address with the link mailed to them (the mail then emptied)."""
+    from apps_registry.services.email_confirmation import email_confirm, email_confirmation_token
+
+    user = account_create(username="carol", email="carol@example.com", password=PASSWORD)
+    email_confirm(token=email_confirmation_token(user=user))
+    mail.outbox.clear()
+    user.refresh_from_db()
+    return user
 
 
 @pytest.fixture

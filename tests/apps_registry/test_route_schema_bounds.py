@@ -70,6 +70,15 @@ def test_a_pattern_of_3000_nested_groups_is_refused_when_saved_with_its_path_and
     )
 
 
+def test_schema_limit_problems_name_their_limit_like_other_limit_problems(user):
+    (nested,) = save_errors(user, string_property("(" * 40 + "a" + ")" * 40))
+    assert (nested["limit"], nested["max"]) == ("pattern_nesting", 32)
+    (expanded,) = save_errors(user, doubling_chain(20))
+    assert (expanded["limit"], expanded["max"]) == ("schema_expansion", 500)
+    (looping,) = save_errors(user, {"type": "object", "allOf": [{"$ref": "#"}]})
+    assert "limit" not in looping  # a loop is refused whatever the limit
+
+
 def test_a_nested_pattern_property_name_is_refused_too():
     problems = schema_problems({"type": "object", "patternProperties": {NESTED_PATTERN: {}}})
     assert problems[0].startswith("is not usable at /patternProperties: pattern '((((")
@@ -242,6 +251,34 @@ def test_errors_past_the_first_fifty_are_counted_not_listed():
     assert len(errors) == MAX_ERRORS + 1
     assert errors[0] == {"path": "$.xs[0]", "message": '"a" is not of type "integer"'}
     assert errors[-1] == {"path": "$", "message": "and 30 more errors not listed"}
+
+
+def test_a_calls_message_counts_every_error_not_the_entries_listed(user):
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "integer"}}}}
+    app = app_definition_save(actor=user, definition=with_input(schema))
+
+    with pytest.raises(InvalidInput) as refused:
+        route_run(actor=user, app_id=app.id, op="q", params={"xs": ["a"] * 80}, kind="query")
+
+    # 80 errors: three quoted, 77 more (the list holds 50 and a counting entry, which is not an error).
+    assert refused.value.message.endswith('$.xs[2]: "a" is not of type "integer"; and 77 more')
+    assert len(refused.value.errors) == MAX_ERRORS + 1
+
+
+def test_a_calls_message_says_more_may_follow_when_only_the_first_was_looked_for(user):
+    schema = {
+        "type": "object",
+        "properties": {"xs": {"type": "array", "items": {"allOf": [{"minimum": i} for i in range(100)]}}},
+    }
+    app = app_definition_save(actor=user, definition=with_input(schema))
+
+    with pytest.raises(InvalidInput) as refused:
+        route_run(actor=user, app_id=app.id, op="q", params={"xs": [-1] * 50_000}, kind="query")
+
+    assert refused.value.message == (
+        "params do not match the input schema of route 'q': $.xs[0]: -1 is less than the minimum of 0; "
+        "further errors may follow, not checked"
+    )
 
 
 def test_a_call_whose_errors_would_number_in_millions_lists_the_first_fast(user):

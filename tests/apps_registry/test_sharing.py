@@ -90,7 +90,8 @@ def test_an_unknown_username_or_email_is_refused_alike(budget, identifier):
         invite(budget, identifier)
     assert exc.value.kind == "invalid_input"
     assert exc.value.message == (
-        f"No Charming user has the username or email {identifier!r}. Check the spelling, or ask them to sign up first."
+        f"No Charming user has the username or confirmed email {identifier!r}. Check the spelling, or ask them to "
+        "sign up (and confirm their email address) first."
     )
     assert exc.value.errors == [{"path": "$.user", "message": "no such user"}]
     assert not AuditEvent.objects.exists()
@@ -98,7 +99,7 @@ def test_an_unknown_username_or_email_is_refused_alike(budget, identifier):
 
 def test_an_inactive_account_is_refused_like_an_unknown_one(budget):
     UserFactory(username="gone", is_active=False)
-    with pytest.raises(InvalidInput, match="No Charming user has the username or email 'gone'"):
+    with pytest.raises(InvalidInput, match="No Charming user has the username or confirmed email 'gone'"):
         invite(budget, "gone")
 
 
@@ -109,14 +110,44 @@ def test_the_invitee_must_be_named(budget, identifier):
     assert exc.value.message == "Name the person to invite: their username or email."
 
 
-def test_an_email_shared_by_two_accounts_asks_for_the_username(budget):
+def test_no_two_accounts_share_an_email_whatever_its_case(budget):
+    from django.db import IntegrityError, transaction
+
     UserFactory(username="twin1", email="twin@example.com")
-    UserFactory(username="twin2", email="TWIN@example.com")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        UserFactory(username="twin2", email="TWIN@example.com")
+    invitation = invite(budget, "Twin@Example.com")  # the one account with it, whatever the case asked
+    assert invitation.invitee.username == "twin1"
+
+
+def test_an_invitation_by_email_never_reaches_an_account_that_only_claimed_the_address(budget):
+    # Someone signed up with the address first, and never opened the link mailed to it (issue 22).
+    UserFactory(username="squatter", email="victim@example.com", email_confirmed=False)
     with pytest.raises(InvalidInput) as exc:
-        invite(budget, "twin@example.com")
-    assert exc.value.message == (
-        "More than one account uses the email 'twin@example.com'; invite the person by their username."
-    )
+        invite(budget, "victim@example.com")
+    assert exc.value.message.startswith("No Charming user has the username or confirmed email 'victim@example.com'.")
+    assert not Invitation.objects.exists()
+
+
+def test_once_its_owner_confirms_the_address_an_invitation_by_email_reaches_them(budget):
+    from apps_registry.services.accounts import account_create
+    from apps_registry.services.email_confirmation import email_confirm, email_confirmation_token
+
+    squatter = UserFactory(username="squatter", email="victim@example.com", email_confirmed=False)
+    # The address's owner signs up with it: the unconfirmed claim gives way, and their link confirms it.
+    victim = account_create(username="victim", email="victim@example.com", password="a-long-pass-phrase-9")
+    email_confirm(token=email_confirmation_token(user=victim))
+
+    invitation = invite(budget, "VICTIM@example.com")
+
+    assert invitation.invitee == victim
+    squatter.refresh_from_db()
+    assert squatter.email == ""
+    assert AuditEvent.objects.get(action="account.email_released").details == {
+        "username": "squatter",
+        "email": "victim@example.com",
+        "taken_by": "victim",
+    }
 
 
 def test_the_owner_cannot_invite_themselves(budget):

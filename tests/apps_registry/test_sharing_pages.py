@@ -78,7 +78,8 @@ def test_inviting_an_unknown_user_is_shown_at_the_username_field(owner_client, b
     body = text(response)
     assert re.search(
         r'<input type="text" name="user" value="nobody"[^>]*> <ul class="field-errors"><li>No Charming user has the '
-        r"username or email &#x27;nobody&#x27;. Check the spelling, or ask them to sign up first.</li>",
+        r"username or confirmed email &#x27;nobody&#x27;. Check the spelling, or ask them to sign up \(and confirm "
+        r"their email address\) first.</li>",
         body,
     )
     assert not Invitation.objects.exists()

@@ -95,3 +95,18 @@ def log_in(page, username: str, password: str = STAFF_PASSWORD) -> None:
     page.fill("#id_username", username)
     page.fill("#id_password", password)
     page.click("input[type=submit]")
+
+
+def confirm_email(page, address: str) -> None:
+    """Open the confirmation link last mailed to `address` (the tests' mail stays in this process) and press
+    Confirm, as its owner would."""
+    from django.core import mail
+
+    sent = [message for message in mail.outbox if message.to == [address]]
+    assert sent, f"no confirmation mail to {address}"
+    link = re.search(r"(/accounts/email/confirm/\S+/)", sent[-1].body)
+    assert link, sent[-1].body
+    page.goto(link.group(1))
+    expect_confirmed = page.locator("#confirm-what")
+    assert address in expect_confirmed.inner_text()
+    page.click("#confirm")

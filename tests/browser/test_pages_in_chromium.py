@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from apps_registry.models import ApiToken
 from apps_registry.services.accounts import account_create
 from apps_registry.services.tokens import token_create
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.conftest import ARTIFACTS, confirm_email
 from tests.factories import make_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -56,6 +56,13 @@ def test_a_person_signs_up_logs_out_and_logs_back_in(page):
     expect(page.locator(".message.success")).to_contain_text("Welcome, dana!")
     expect(page.locator("h1")).to_have_text("My apps")
     expect(page.locator("main")).to_contain_text("You have no apps yet.")
+    # Until the mailed link is opened, every page says what to do.
+    expect(page.locator("#email-unconfirmed")).to_contain_text("Check your e-mail: confirm dana@example.com")
+    page.click("#email-unconfirmed a")
+    expect(page.locator("#email-pending")).to_contain_text("We sent a link to dana@example.com")
+    confirm_email(page, "dana@example.com")
+    expect(page.locator(".message.success")).to_contain_text("dana@example.com is confirmed for your account dana")
+    expect(page.locator("#email-unconfirmed")).to_have_count(0)
 
     page.click("button:has-text('Log out')")
     expect(page.locator("h1")).to_contain_text("Small apps of your own")
@@ -69,8 +76,17 @@ def test_a_person_signs_up_logs_out_and_logs_back_in(page):
     expect(page.locator("nav")).to_contain_text("dana")
 
 
+def confirmed_person(username: str):
+    """A person who signed up and opened the link mailed to them."""
+    from apps_registry.services.email_confirmation import email_confirm, email_confirmation_token
+
+    user = account_create(username=username, email=f"{username}@example.com", password=PASSWORD)
+    email_confirm(token=email_confirmation_token(user=user))
+    return user
+
+
 def test_a_person_creates_a_token_sees_it_once_uses_it_and_revokes_it(page, live_server):
-    carol = account_create(username="carol", email="carol@example.com", password=PASSWORD)
+    carol = confirmed_person("carol")
     make_app(owner=carol, name="Budget")
     page.goto("/connect/")
     expect(page).to_have_url(f"{live_server.url}/accounts/login/?next=/connect/")
@@ -110,7 +126,7 @@ def test_a_person_creates_a_token_sees_it_once_uses_it_and_revokes_it(page, live
 
 
 def test_home_and_connect_read_well_on_a_phone(browser, live_server):
-    carol = account_create(username="carol", email="carol@example.com", password=PASSWORD)
+    carol = confirmed_person("carol")
     make_app(owner=carol, name="Holiday budget", description="Spending for the summer trip")
     make_app(owner=carol, name="Groceries")
     token_create(user=carol, name="laptop – Claude Code", expires_days=90)

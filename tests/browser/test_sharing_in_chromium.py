@@ -14,7 +14,7 @@ from apps_registry.models import Record
 from apps_registry.services.definitions import app_definition_save
 from apps_registry.services.tokens import token_create
 from tests.apps_registry.route_helpers import example
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.conftest import ARTIFACTS, confirm_email
 from tests.mcp_tools import conftest as mcp
 from tests.mcp_tools.conftest import MODERN, mcp_client, run
 
@@ -34,6 +34,8 @@ def sign_up(page, username: str) -> None:
     page.fill("#id_password2", PASSWORD)
     page.click("button[type=submit]")
     expect(page.locator("h1")).to_have_text("My apps")
+    confirm_email(page, f"{username}@example.com")  # tokens need a confirmed address
+    expect(page.locator(".message.success")).to_contain_text(f"{username}@example.com is confirmed")
 
 
 def log_in(page, username: str) -> None:

@@ -25,7 +25,11 @@ def initialize(elicitation: bool = False) -> dict[str, Any]:
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "raw"}},
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": capabilities,
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
     }
 
 

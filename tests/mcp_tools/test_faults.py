@@ -415,6 +415,9 @@ def test_a_retry_with_the_same_key_after_the_backend_was_killed_mid_call_writes_
     failed, retried = run_bounded(go())
 
     assert failed.ok is False and failed.structured["ok"] is False, failed
+    # A retryable kind: the connection was lost before COMMIT, so nothing was written (issue 22).
+    assert failed.structured["error"]["kind"] == "unavailable", failed
+    assert failed.structured["error"]["details"] == {"retry_after_seconds": 5}, failed
     assert not INTERNALS.search(failed.text + repr(failed.structured)), failed
     assert retried.structured == {"ok": True, "value": {"key": key}}, retried
     assert "already ran with this idempotency key" not in retried.text  # the first call wrote nothing to replay

@@ -2,7 +2,10 @@
 try again shortly, over MCP (a JSON-RPC error body) and REST alike; no plain-text 500, no traceback.
 
 The server runs in a process of its own whose DATABASE_URL names a port nothing listens on: every connection
-attempt fails at once, as it does while PostgreSQL is down or restarting.
+attempt fails at once, as it does while PostgreSQL is down or restarting. It runs with the default settings, so
+the time an outage takes to answer is the default's (DATABASE_POOL_TIMEOUT: with the pool, no connection ever comes).
+The pages, the admin and OAuth's endpoints are tested against the same server in
+tests/apps_registry/test_pages_outage.py.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ def server_without_database(request) -> Iterator[tuple[str, subprocess.Popen[str
         **os.environ,
         "DATABASE_URL": f"postgres://charming:secret-password@127.0.0.1:{closed_port}/charming",
         "DATABASE_POOL": "true" if request.param == "pool" else "false",
-        "DATABASE_POOL_TIMEOUT": "1",
         "LOG_LEVEL": "WARNING",
     }
     server = subprocess.Popen(

@@ -257,3 +257,41 @@ def test_a_mutation_with_a_key_whose_commit_answer_was_lost_finds_its_commit_and
     record = Record.objects.get(storage__app=budget)
     assert result.is_error is not True, text_of(result)
     assert assert_envelope(result) == {"ok": True, "value": {"id": record.record_id}}
+
+
+@pytest.fixture
+def connection_lost_mid_call(monkeypatch):
+    """The mutation's first record write finds its connection gone (a restart or an outage cut it short)."""
+    from django.db import OperationalError
+
+    from apps_registry.routes.storage import SqlStore
+
+    def lost(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(SqlStore, "insert", lost)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_call_whose_connection_was_lost_mid_call_answers_a_retryable_kind(
+    live, alice, budget, connection_lost_mid_call, mode, caplog
+):
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="mcp_tools.results"):
+        result = call_tool_error(
+            live, alice, mode, "mutate_app", mutate(budget, "add_expense", {"amount": 3, "category": "t"})
+        )
+
+    assert result.structured_content["error"] == {
+        "kind": "unavailable",
+        "message": "The connection to the database was lost before this call finished; try again in 5 seconds (a "
+        "mutate_app call with an idempotency key can be retried with the same key).",
+        "details": {"retry_after_seconds": 5},
+    }
+    assert Record.objects.filter(storage__app=budget).count() == 0
+    assert [r.getMessage() for r in caplog.records if r.name == "mcp_tools.results"] == [
+        "MCP tool mutate_app answered unavailable: the database connection was lost "
+        "(server closed the connection unexpectedly)"
+    ]
+    assert not any(r.exc_info for r in caplog.records if r.name == "mcp_tools.results")  # no traceback

@@ -43,7 +43,7 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"No user named {username!r}. Create it first (manage.py createsuperuser or the admin).")
         try:
-            issued = token_create(user=user, name=name, expires_days=expires_days, scopes=scopes)
+            issued = token_create(user=user, name=name, expires_days=expires_days, scopes=scopes, by_operator=True)
         except InvalidInput:
             raise CommandError(f"--expires-days must be a positive number of days, got {expires_days}.") from None
         expiry = f", expires {issued.token.expires_at:%Y-%m-%d %H:%M} UTC" if issued.token.expires_at else ""
