@@ -114,8 +114,20 @@ def _error_of(result: Any) -> dict[str, Any] | None:
 
 
 async def _victim(base: str, token: str, app_id: str, seconds: float, tally: Tally) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        started = time.perf_counter()
+        try:
+            await _victim_calls(base, token, app_id, deadline, tally)
+        except Exception as exc:  # noqa: BLE001 - the client could not even connect (or list the tools): a failure
+            tally.latencies.append(time.perf_counter() - started)
+            tally.calls += 1
+            tally.failed.append(f"connecting: {type(exc).__name__}: {str(exc)[:200]}")
+            await asyncio.sleep(VICTIM_PAUSE)
+
+
+async def _victim_calls(base: str, token: str, app_id: str, deadline: float, tally: Tally) -> None:
     async with _client(base, token) as client:
-        deadline = time.monotonic() + seconds
         turn = 0
         while time.monotonic() < deadline:
             op, params = ("doubled", {"xs": list(range(50))}) if turn % 2 == 0 else ("plain", {})
