@@ -272,6 +272,14 @@ for _setting, _default in RATE_LIMIT_SETTINGS:
     globals()[_setting] = env.int(_setting, default=_default)
 del _setting, _default
 
+# --- Fair shares of the expensive shared work (docs/operations.md, "Fair shares") ---
+# CEL worker processes one account's calls may hold at once in one server process (each has at most 2 by default,
+# or one per core); one more is refused at once with rate_limited (retry in 1 s). 0: no bound.
+CHARMING_CEL_WORKERS_PER_USER = env.int("CHARMING_CEL_WORKERS_PER_USER", default=1)
+# Definitions one account may have its author tests running for at once (saves, check_app), across every process;
+# one more is refused at once with rate_limited. 0: no bound.
+CHARMING_TEST_RUNS_PER_USER = env.int("CHARMING_TEST_RUNS_PER_USER", default=1)
+
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from
 # DJANGO_SECRET_KEY. Every worker behind one URL must share it.

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from apps_registry.exceptions import OperationFailed
+from apps_registry.exceptions import OperationFailed, RateLimited
 from apps_registry.routes import celworker
 from apps_registry.routes.limits import Limits, limit_details
 
@@ -166,6 +166,21 @@ class CallBudget:
                 "and was stopped. Work on fewer items (filter records with 'where' and 'limit'), avoid "
                 "nesting map/filter, and keep large values out of comprehensions.",
                 details=limit_details("cel_ms", cap, route=self.route, step=expr.where),
+            ) from None
+        except celworker.ShareTaken as exc:
+            raise RateLimited(
+                f"Route '{self.route}' {expr.where}: this expression needs a CEL worker process, and your calls "
+                f"already hold {exc.held} of this server's {celworker.MAX_RUNNING} (the most one account may hold at "
+                "once, so others' calls are not kept waiting). Nothing was saved; try again in 1 second.",
+                limit="cel_workers",
+                retry_after_seconds=1,
+                details={
+                    "limit": "cel_workers",
+                    "max": exc.held,
+                    "route": self.route,
+                    "step": expr.where,
+                    "retry_after_seconds": 1,
+                },
             ) from None
         except celworker.WorkerFailed as exc:
             logger.error("CEL worker failed for route %s at %s: %s", self.route, expr.where, exc)

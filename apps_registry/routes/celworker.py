@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import logging
 import os
 import pickle
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,14 @@ MAX_RUNNING = max(2, os.cpu_count() or 2)  # children evaluating at once per ser
 QUEUE_SECONDS = 10.0  # how long a call waits for a free slot before failing
 START_SECONDS = 10.0  # how long a child may take to start (its own bound: not counted against the call's)
 PRESTART = 1  # children started with the server, before any call needs one
+WARM = 2  # idle children kept ready after one is killed (it overran or failed), so the next caller need not wait
+# An evaluation still running after this long is demoted: its child runs at DEMOTED_NICE from then on, so the
+# server's own threads and other calls' short evaluations come first on a busy machine. A process cannot take its
+# priority back, so a demoted child stays so: it goes on serving the owners whose evaluations ran long lately
+# (SLOW_OWNER_SECONDS), and others get the children that were never demoted while there are any.
+DEMOTE_AFTER_SECONDS = 0.05
+DEMOTED_NICE = 10
+SLOW_OWNER_SECONDS = 60.0
 _READY = b"R"  # a child's first byte: started and ready for a request
 MEMORY_LIMIT = 2 * 1024**3  # address space of a child, bytes
 DEFAULT_MAX_REPLY = 16 * 1024**2  # bytes of an answer the server is willing to read
@@ -67,6 +77,15 @@ Program = str | tuple[bytes, Declarations]
 
 class Deadline(Exception):
     """The evaluation did not finish in time; the child was killed."""
+
+
+class ShareTaken(Exception):
+    """The caller already holds its share of this process's evaluating children (see `share`): refused at once,
+    not queued, so one account's calls wait on that account only."""
+
+    def __init__(self, held: int) -> None:
+        super().__init__(f"this caller already holds {held} of {MAX_RUNNING} CEL worker processes")
+        self.held = held
 
 
 class WorkerFailed(Exception):
@@ -88,6 +107,7 @@ class _Child:
             cwd=str(_ROOT),
         )
         self.ready = False
+        self.demoted = False
 
     def ready_wait(self) -> None:
         """Wait (up to START_SECONDS) for the child to say it started; WorkerFailed if it does not."""
@@ -110,12 +130,23 @@ class _Child:
         except (BrokenPipeError, OSError) as exc:
             raise WorkerFailed(f"the CEL worker process is gone ({exc})") from None
         end = time.monotonic() + timeout
+        self._demote_unless_answered(min(end, time.monotonic() + DEMOTE_AFTER_SECONDS))
         header = self._read(_HEADER.size, end)
         (size,) = _HEADER.unpack(header)
         if size > max_reply:  # refuse before reading it into the server's memory
             raise WorkerFailed(f"the CEL worker's answer is {size} bytes, over the {max_reply}-byte cap")
         reply: tuple[Any, ...] = pickle.loads(self._read(size, end))
         return reply
+
+    def _demote_unless_answered(self, until: float) -> None:
+        assert self.process.stdout is not None
+        if select.select([self.process.stdout.fileno()], [], [], max(0.0, until - time.monotonic()))[0]:
+            return
+        try:
+            os.setpriority(os.PRIO_PROCESS, self.process.pid, DEMOTED_NICE)
+        except OSError:  # gone already: the read below says so
+            return
+        self.demoted = True
 
     def _read(self, size: int, end: float) -> bytes:
         assert self.process.stdout is not None
@@ -147,6 +178,46 @@ class _Child:
 _idle: list[_Child] = []
 _lock = threading.Lock()
 _running = threading.BoundedSemaphore(MAX_RUNNING)
+# Who evaluations are for (an account), and how many children one may hold at once: set by the services around a
+# route call or a save's tests (`share`). The children are this process's, so the count is too.
+_share: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("charming_cel_share", default=None)
+_held: dict[str, int] = {}
+_slow_owners: dict[str, float] = {}  # owner -> when one of their evaluations was last demoted (monotonic)
+
+
+@contextlib.contextmanager
+def share(owner: str, at_most: int) -> Iterator[None]:
+    """Evaluations in this block are `owner`'s, who may hold at most `at_most` of the process's MAX_RUNNING
+    evaluating children at once (0 or less: no bound); one more is refused with ShareTaken."""
+    token = _share.set((owner, at_most))
+    try:
+        yield
+    finally:
+        _share.reset(token)
+
+
+def _share_take() -> str | None:
+    current = _share.get()
+    if current is None or current[1] <= 0:
+        return None
+    owner, at_most = current
+    with _lock:
+        held = _held.get(owner, 0)
+        if held >= at_most:
+            raise ShareTaken(held)
+        _held[owner] = held + 1
+    return owner
+
+
+def _share_give(owner: str | None) -> None:
+    if owner is None:
+        return
+    with _lock:
+        left = _held.get(owner, 1) - 1
+        if left > 0:
+            _held[owner] = left
+        else:
+            _held.pop(owner, None)
 
 
 @dataclass(frozen=True)
@@ -168,17 +239,39 @@ def evaluate_timed(
 ) -> Evaluated:
     """`evaluate`, with the time the evaluation took. `timeout` counts from when a child is ready: waiting
     for a free slot (QUEUE_SECONDS) and for a child to start (START_SECONDS) have their own bounds."""
-    if not _running.acquire(timeout=QUEUE_SECONDS):
-        raise WorkerFailed(f"all {MAX_RUNNING} CEL worker processes stayed busy for {QUEUE_SECONDS:.0f} s")
+    owner = _share_take()  # ShareTaken: the caller's share is in use; refused before waiting for a slot
     try:
-        return _evaluate(program, context, timeout, max_reply)
+        if not _running.acquire(timeout=QUEUE_SECONDS):
+            raise WorkerFailed(f"all {MAX_RUNNING} CEL worker processes stayed busy for {QUEUE_SECONDS:.0f} s")
+        try:
+            return _evaluate(program, context, timeout, max_reply, owner)
+        finally:
+            _running.release()
     finally:
-        _running.release()
+        _share_give(owner)
 
 
-def _evaluate(program: Program, context: dict[str, Any], timeout: float, max_reply: int) -> Evaluated:
+def _take(owner: str | None) -> _Child | None:
+    """An idle child for `owner`: a demoted one for an owner whose evaluations ran long lately, else one never
+    demoted; the oldest of its kind (the likeliest to be ready: a fresh one may still be starting)."""
     with _lock:
-        child = _idle.pop() if _idle else None
+        if not _idle:
+            return None
+        now = time.monotonic()
+        for name, since in list(_slow_owners.items()):
+            if now - since > SLOW_OWNER_SECONDS:
+                del _slow_owners[name]
+        slow = owner is not None and owner in _slow_owners
+        for index, child in enumerate(_idle):
+            if child.demoted == slow:
+                return _idle.pop(index)
+        return _idle.pop(0)
+
+
+def _evaluate(
+    program: Program, context: dict[str, Any], timeout: float, max_reply: int, owner: str | None
+) -> Evaluated:
+    child = _take(owner)
     reused = child is not None and child.process.poll() is None
     if child is not None and not reused:
         child.kill()  # died while idle: reap it and close its pipes
@@ -204,12 +297,14 @@ def _evaluate(program: Program, context: dict[str, Any], timeout: float, max_rep
             reply = child.call(program, context, max(0.0, timeout - spent), max_reply)
             spent += time.monotonic() - started
         except BaseException:
-            child.kill()
+            _retire(child)
             raise
     except BaseException:
-        child.kill()
+        _retire(child)
         raise
     with _lock:
+        if child.demoted and owner is not None:
+            _slow_owners[owner] = time.monotonic()
         if len(_idle) < POOL_SIZE:
             _idle.append(child)
             child = None
@@ -219,6 +314,24 @@ def _evaluate(program: Program, context: dict[str, Any], timeout: float, max_rep
         return Evaluated(value=reply[1], seconds=spent)
     error = _ERRORS.get(reply[1], RuntimeError)
     raise error(reply[2])
+
+
+def _retire(child: _Child) -> None:
+    """Kill `child` (it overran or failed) and start one in its place while fewer than WARM are idle:
+    killed children must not leave the next caller, often another account's, to wait for one to start."""
+    child.kill()
+    with _lock:
+        if len(_idle) >= WARM:
+            return
+    try:
+        fresh = _start()
+    except WorkerFailed:
+        return  # the next call tries again, and says so if it fails too
+    with _lock:
+        if len(_idle) < POOL_SIZE:
+            _idle.append(fresh)
+            return
+    fresh.kill()
 
 
 def _start() -> _Child:

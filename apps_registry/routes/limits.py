@@ -62,6 +62,11 @@ class Limits:
         "CHARMING_ROUTES_MAX_TEST_GENERATED_RECORDS",
         "records one author test may generate (its `generate` counts)",
     )
+    test_seconds: int = _limit(
+        10,
+        "CHARMING_ROUTES_MAX_TEST_SECONDS",
+        "seconds the author tests of one definition may run together on a save or check (the rest are not run)",
+    )
     generated_records: int = _limit(
         20_000,
         "CHARMING_ROUTES_MAX_GENERATED_RECORDS",

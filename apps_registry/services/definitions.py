@@ -4,14 +4,16 @@ definition's tests and recomputes the app's authoring advisories."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -19,6 +21,7 @@ from apps_registry.access import app_for
 from apps_registry.exceptions import (
     InvalidDefinition,
     NotFound,
+    RateLimited,
     TestsFailed,
     VersionConflict,
     app_not_found,
@@ -40,6 +43,7 @@ from apps_registry.routes.runtime import run_route
 from apps_registry.routes.scratch import ScratchSqlStore
 from apps_registry.services.apps import app_create
 from apps_registry.services.collection_indexes import collection_indexes_enqueue, declared_index_keys
+from apps_registry.services.rate_limits import author_tests_lease, cel_share
 from apps_registry.services.record_migrations import (
     MigrationOutcome,
     migration_check,
@@ -246,11 +250,17 @@ def _unproven(drafts: list[AdvisoryDraft], parts: DefinitionParts, results: list
 
 def tests_run(*, parts: DefinitionParts, actor: Any, role: str, app_id: str, limits: Limits) -> list[TestResult]:
     """Run a definition's tests against the real engine and database, each on a scratch storage inside a
-    transaction that is always rolled back: no record of any app is read or written."""
+    transaction that is always rolled back: no record of any app is read or written.
+
+    Shared fairly: one of the account's places for test runs across every process (RateLimited at once when its
+    other saves hold them), the account's share of CEL worker processes, and at most `test_seconds` for all the
+    tests together: each test's CEL time stops at what is left, and the tests past it are not run (they fail)."""
     if not parts.tests:
         return []
     compiled = {name: compile_parts(route) for name, route in parts.routes.items()}
     caller = {"id": str(actor.pk), "role": role}
+    deadline = time.monotonic() + limits.test_seconds
+    refused: list[RateLimited] = []
 
     @contextmanager
     def scratch() -> Iterator[ScratchSqlStore]:
@@ -264,21 +274,72 @@ def tests_run(*, parts: DefinitionParts, actor: Any, role: str, app_id: str, lim
                 transaction.set_rollback(True)
 
     def run(store: ScratchSqlStore, test: AuthorTest) -> Any:
-        if test.migration is not None:
-            return record_migration_try(
-                migration=test.migration, storage_id=store.storage_id, app_id=app_id, limits=limits
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        within = dataclasses.replace(limits, cel_ms=max(1, min(limits.cel_ms, left_ms)))
+        try:
+            if test.migration is not None:
+                return record_migration_try(
+                    migration=test.migration, storage_id=store.storage_id, app_id=app_id, limits=within
+                )
+            return run_route(
+                compiled[test.route],
+                params=test.params,
+                caller=caller,
+                app_id=app_id,
+                store=store,
+                limits=within,
+                now=test.now,
             )
-        return run_route(
-            compiled[test.route],
-            params=test.params,
-            caller=caller,
-            app_id=app_id,
-            store=store,
-            limits=limits,
-            now=test.now,
-        )
+        except RateLimited as error:  # the account's own calls hold its CEL share: the save waits, not the test
+            refused.append(error)
+            raise
 
-    return [run_test(test, scratch=scratch, run=run) for test in parts.tests]
+    results: list[TestResult] = []
+    spent = 0.0  # the tests' own time (SQLite's pauses below not counted)
+    lease = author_tests_lease(user_id=actor.pk, seconds=2 * limits.test_seconds + TEST_LEASE_MARGIN_SECONDS)
+    with lease, cel_share(actor=actor):
+        for index, test in enumerate(parts.tests):
+            if time.monotonic() >= deadline:
+                results += [_not_run(later, spent, limits) for later in parts.tests[index:]]
+                break
+            started = time.monotonic()
+            results.append(run_test(test, scratch=scratch, run=run))
+            held = time.monotonic() - started
+            spent += held
+            if refused:
+                raise refused[0]
+            if connection.vendor == "sqlite" and held > SQLITE_YIELD_AFTER_SECONDS:
+                # SQLite has one write lock for every request (each writes its rate budget), and a test holds it
+                # while it runs: give it back for as long again, so waiting writers get their turn between tests
+                # instead of queueing behind the whole run (SQLite's busy wait is not first come, first served).
+                pause = min(max(held, SQLITE_YIELD_MIN_SECONDS), SQLITE_YIELD_MAX_SECONDS)
+                time.sleep(pause)
+                deadline += pause
+    return results
+
+
+# SQLite only: a test that held the write lock longer than this is followed by a pause as long, between the min
+# (a waiting writer polls every 100 ms at worst) and the max.
+SQLITE_YIELD_AFTER_SECONDS = 0.05
+SQLITE_YIELD_MIN_SECONDS = 0.12
+SQLITE_YIELD_MAX_SECONDS = 1.0
+
+
+# A test-run lease outlives the tests' own bound by this much (generated records, the database): it frees the place
+# of a process that died mid-run, and a live one gives it back when its tests end.
+TEST_LEASE_MARGIN_SECONDS = 60
+
+
+def _not_run(test: AuthorTest, spent: float, limits: Limits) -> TestResult:
+    expected: dict[str, Any] = (
+        {"value": test.expect_value} if test.has_value else {"error": test.expect_error, "message": test.expect_message}
+    )
+    message = (
+        f"not run: the tests before it took {spent:.1f} s, and a definition's tests may take {limits.test_seconds} s "
+        "together (test_seconds, CHARMING_ROUTES_MAX_TEST_SECONDS); make the slow ones faster (smaller generated "
+        "records or comprehensions) or test less in one definition"
+    )
+    return TestResult(test.name, test.route, False, expected, {"error": "not_run", "message": message}, [message])
 
 
 def tests_advisories(results: list[TestResult], *, saved: bool) -> list[AdvisoryDraft]:

@@ -22,6 +22,7 @@ until it commits, serialising every call of that token or app behind it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import ipaddress
@@ -29,15 +30,17 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.db import connection
 
 from apps_registry.exceptions import AuthenticationFailed, RateLimited
 from apps_registry.models import App, Membership, RateBudget
 from apps_registry.plans import plan_stable
 from apps_registry.ratelimits import Rate, current_rate
+from apps_registry.routes import celworker
 from apps_registry.values import parse_uuid
 
 T = TypeVar("T")
@@ -271,3 +274,103 @@ def confirmation_mail_budget_take(*, user_id: Any, now: float | None = None) -> 
             retry_after_seconds=seconds,
             details=rate.details(seconds),
         )
+
+
+# --- concurrency: at most N of one kind of work at once per account, across every process ---
+
+
+@functools.cache
+def _lease_sql() -> str:
+    quote = connection.ops.quote_name
+    table, key, tat = quote(RateBudget._meta.db_table), quote("key"), quote("tat")
+    return plan_stable(
+        f"INSERT INTO {table} ({key}, {tat}) VALUES (%s, %s) ON CONFLICT ({key}) DO UPDATE SET {tat} = excluded.{tat} "
+        f"WHERE {table}.{tat} <= %s RETURNING {tat}"
+    )
+
+
+@functools.cache
+def _release_sql() -> str:
+    quote = connection.ops.quote_name
+    return plan_stable(
+        f"DELETE FROM {quote(RateBudget._meta.db_table)} WHERE {quote('key')} = %s AND {quote('tat')} = %s"
+    )
+
+
+@contextlib.contextmanager
+def concurrency_lease(*, key: str, slots: int, seconds: float) -> Iterator[None]:
+    """Hold one of `slots` places of `key` while the block runs, shared by every process: a row of the budgets'
+    table per place (`lease:<key>:<n>`) whose `tat` is when the holder's lease runs out (`seconds` from now, so a
+    holder that died frees its place then; the sweep deletes it). Taking a place is one upsert that succeeds only
+    on a free or expired row; giving it back deletes the row if it is still ours. LeaseRefused (with the seconds
+    until the first place frees at the latest) when all are held. `slots` of 0 or less: no bound."""
+    if slots <= 0:
+        yield
+        return
+    now = time.time()
+    until = now + seconds
+    held: str | None = None
+    with connection.cursor() as cursor:
+        for slot in range(slots):
+            place = f"lease:{key}:{slot}"
+            cursor.execute(_lease_sql(), [place, until, now])
+            if cursor.fetchone() is not None:
+                held = place
+                break
+    if held is None:
+        ends = [tat for slot in range(slots) if (tat := _tat_of(f"lease:{key}:{slot}")) is not None]
+        raise LeaseRefused(max(0.0, min(ends, default=now) - now))
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(_release_sql(), [held, until])
+
+
+class LeaseRefused(Exception):
+    """Every place of a concurrency lease is held; `wait` is the seconds until the first one runs out at the
+    latest (its holder usually gives it back sooner)."""
+
+    def __init__(self, wait: float) -> None:
+        super().__init__(f"every place is held for up to {wait:.1f} s")
+        self.wait = wait
+
+
+# Seconds a refused caller is told to wait at most: a holder gives its place back when its work ends, usually well
+# before its lease would run out.
+LEASE_RETRY_SECONDS = 5
+
+
+@contextlib.contextmanager
+def author_tests_lease(*, user_id: Any, seconds: float) -> Iterator[None]:
+    """One of the account's CHARMING_TEST_RUNS_PER_USER places for running a definition's author tests (a save,
+    check_app), across every process, while the block runs; RateLimited at once when they are all held, so one
+    account's many saves wait on the account, not in line before everyone else's."""
+    slots = int(getattr(settings, "CHARMING_TEST_RUNS_PER_USER", 1))
+    try:
+        with concurrency_lease(key=f"tests:{user_id}", slots=slots, seconds=seconds):
+            yield
+    except LeaseRefused as refused:
+        wait = retry_after_seconds(min(refused.wait, LEASE_RETRY_SECONDS))
+        runs = "a save or check" if slots == 1 else f"{slots} saves or checks"
+        raise RateLimited(
+            f"Your account is already running the tests of {runs} (the most one account runs at once, so that "
+            f"every account gets its turn). Nothing ran; try again in {wait} second{'s' if wait != 1 else ''}, once "
+            "it has finished.",
+            limit="test_runs",
+            retry_after_seconds=wait,
+            details={
+                "limit": "test_runs",
+                "max": slots,
+                "setting": "CHARMING_TEST_RUNS_PER_USER",
+                "retry_after_seconds": wait,
+            },
+        ) from None
+
+
+def cel_share(*, actor: Any) -> contextlib.AbstractContextManager[None]:
+    """The block's CEL evaluations in worker processes are `actor`'s: at most CHARMING_CEL_WORKERS_PER_USER of this
+    process's evaluating children at once (routes/celworker.py `share`); one more is refused at once (the engine
+    answers rate_limited) rather than queued before other accounts' calls. Per process, because the children are:
+    each process's are shared the same way."""
+    return celworker.share(str(actor.pk), int(getattr(settings, "CHARMING_CEL_WORKERS_PER_USER", 1)))

@@ -34,7 +34,7 @@ from apps_registry.services.idempotency import (
     idempotent_result_find,
     idempotent_result_remember,
 )
-from apps_registry.services.rate_limits import app_budget_take
+from apps_registry.services.rate_limits import app_budget_take, cel_share
 from apps_registry.services.record_migrations import migration_refusal, migration_resume_if_stale
 from apps_registry.values import clip, parse_uuid
 
@@ -74,6 +74,28 @@ def route_run(
     unstorable_text_refuse(params, path="$.params", what="The params")
     # Before the mutation's transaction, so the budget's row is not held while the route runs.
     app_budget_take(actor=actor, app_id=app_id)
+    with cel_share(actor=actor):  # the caller's share of this process's CEL worker processes
+        return _route_run_retrying(
+            actor=actor,
+            app_id=app_id,
+            op=op,
+            params=params,
+            kind=kind,
+            idempotency_key=idempotency_key,
+            advisories=advisories,
+        )
+
+
+def _route_run_retrying(
+    *,
+    actor: Any,
+    app_id: uuid.UUID | str,
+    op: str,
+    params: dict[str, Any] | None,
+    kind: Literal["query", "mutation"],
+    idempotency_key: IdempotencyKey | None,
+    advisories: bool,
+) -> RouteResult:
     if kind == "query":
         return _route_run(actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=None, notes=advisories)
     for _attempt in range(2):

@@ -400,10 +400,10 @@ def test_the_worker_evaluates_the_checked_program_without_loading_django():
 
 
 def test_a_worker_answer_over_the_reply_cap_is_refused_and_the_worker_dropped():
-    before = list(celworker._idle)
     with pytest.raises(celworker.WorkerFailed, match="over the 1000-byte cap"):
         celworker.evaluate("s + s", {"s": "x" * 5000}, 5.0, max_reply=1000)
-    assert all(child in before for child in celworker._idle)
+    # The dropped worker was killed, never put back; a fresh one may have been started in its place (WARM).
+    assert all(child.process.poll() is None for child in celworker._idle)
 
 
 def test_when_every_worker_slot_is_busy_a_call_fails_after_waiting(monkeypatch):
