@@ -16,7 +16,7 @@ The two accounts speak MCP 2026-07-28 with the official SDK client:
            comprehension (evaluated in a CEL worker process, as every comprehension is) and of a plain route,
            alternately. Its p50/p99 are over the calls of one phase; "failed" counts every call that was not ok.
   abuser   (none in the quiet phase)
-    cel      8 concurrent clients calling a route whose nested comprehension keeps a CEL worker busy for most of the call's CEL
+    cel      8 concurrent clients calling a route whose comprehension keeps a CEL worker busy for most of the call's CEL
              time (CHARMING_ROUTES_MAX_CEL_MS), back to back: the finding that took another account's comprehension
              route from 4.9 ms to 1.2 s at p50;
     checks   4 concurrent clients calling check_app with a definition of 50 such tests, back to back: the finding
