@@ -22,6 +22,12 @@
   function edited(field) {
     if (field.type === "hidden" || field.type === "submit") return false;
     if (field.type === "checkbox" || field.type === "radio") return field.checked !== field.defaultChecked;
+    if (field.tagName === "SELECT" && !field.multiple) {
+      // with no option marked selected, the first one is: that is not a choice the person made
+      var drawn = 0;
+      for (var k = 0; k < field.options.length; k++) if (field.options[k].defaultSelected) drawn = k;
+      return field.selectedIndex !== drawn;
+    }
     if (field.tagName === "SELECT") {
       for (var i = 0; i < field.options.length; i++) {
         if (field.options[i].selected !== field.options[i].defaultSelected) return true;
