@@ -127,3 +127,55 @@ def test_the_page_marks_the_parts_a_live_refresh_swaps(client, user, todo):
     for part in ('id="view-open_todos-result" data-live-part', 'id="recent-live" data-live-part', 'id="records"'):
         assert part in html, part
     assert 'src="/static/charming/live.js"' in html
+
+
+@pytest.fixture(scope="module")
+def live_asgi(django_db_setup, django_db_blocker):
+    """The service as charming/asgi.py composes it (polls answered before Django), served by uvicorn."""
+    from django.core.asgi import get_asgi_application
+
+    from apps_registry.pages.live import LiveChangesASGI
+    from mcp_tools.asgi import application_build
+    from mcp_tools.database import db
+    from tests.mcp_tools.conftest import live_server_running
+
+    with live_server_running(application_build(LiveChangesASGI(get_asgi_application(), run_db=db))) as server:
+        yield server
+
+
+@pytest.mark.django_db(transaction=True)
+def test_under_uvicorn_a_poll_is_answered_before_django_with_the_same_answers(live_asgi, user, todo):
+    import http.client
+    from urllib.parse import urlsplit
+
+    token = signing.dumps({"a": str(todo.id), "u": str(user.pk)}, salt=LIVE_TOKEN_SALT)
+    base = f"/apps/{todo.id}/changes/?t={token}"
+    address = urlsplit(live_asgi.base_url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+
+    def get(path: str) -> tuple[int, bytes, dict[str, str]]:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.read(), {k.lower(): v for k, v in response.getheaders()}
+
+    drawn = changes(todo)
+    status, body, headers = get(f"{base}&since={drawn}")
+    assert (status, body) == (204, b"")
+    assert "no-store" in headers["cache-control"]
+    assert "x-frame-options" not in headers  # Django's middleware did not see it
+    run(user, todo, "add_todo", {"title": "Water plants"})
+    status, body, headers = get(f"{base}&since={drawn}")
+    assert status == 200
+    assert headers["content-type"] == "application/json"
+    assert body == b'{"changes": %d}' % (drawn + 1)
+    status, body, _ = get(f"/apps/{todo.id}/changes/?t=forged&since=0")
+    assert status == 403
+    assert body == b'{"error": "This link to follow an app\'s changes is not valid: reload the app\'s page."}'
+    status, body, _ = get(f"{base}&since=x")
+    assert status == 400
+    # every other URL still goes to Django
+    connection.request("GET", f"/apps/{todo.id}/")
+    response = connection.getresponse()
+    response.read()
+    assert response.status == 302  # to the login page: not signed in
+    assert response.getheader("X-Frame-Options") == "DENY"
