@@ -91,6 +91,7 @@ def _setup(database: str) -> Setup:
     from apps_registry.services.routes import route_run
 
     call_command("migrate", verbosity=0)
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"  # the sign-up's mail stays here
     import json
 
     person = account_create(username="reader", email="reader@example.com", password="a long benchmark passphrase")
