@@ -23,6 +23,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from apps_registry.exceptions import database_unavailable
 from apps_registry.selectors import records_changes_of
 
 LIVE_TOKEN_SALT = "charming.pages.live"
@@ -103,14 +104,24 @@ class LiveChangesASGI:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         since = query.get("since", [""])[0]
         refused = changes_refusal(app_id=app_id, token=query.get("t", [""])[0], since=since)
+        extra: list[tuple[bytes, bytes]] = []
         if refused is not None:
             status, body = refused[0], {"error": refused[1]}
         else:
-            status, body = await self.run_db(changes_answer, app_id=app_id, since=since)
+            try:
+                status, body = await self.run_db(changes_answer, app_id=app_id, since=since)
+            except Exception as error:
+                outage = database_unavailable(error)
+                if outage is None:
+                    raise  # uvicorn logs it and answers a bare 500
+                # The page asks again at its next poll; the same answer as Django's side gives in an outage.
+                status, body = outage.http_status, {"error": outage.message}
+                extra = [(b"retry-after", str(outage.retry_after_seconds).encode())]
         payload = b"" if body is None else json.dumps(body).encode()
         headers = [
             (b"cache-control", b"max-age=0, no-cache, no-store, must-revalidate, private"),
             (b"x-content-type-options", b"nosniff"),
+            *extra,
         ]
         if body is not None:
             headers += [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]

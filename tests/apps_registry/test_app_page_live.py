@@ -179,3 +179,37 @@ def test_under_uvicorn_a_poll_is_answered_before_django_with_the_same_answers(li
     response.read()
     assert response.status == 302  # to the login page: not signed in
     assert response.getheader("X-Frame-Options") == "DENY"
+
+
+def test_a_poll_before_django_during_a_database_outage_is_a_503_to_retry(user):
+    import asyncio
+    import uuid
+
+    from django.db import OperationalError
+
+    from apps_registry.pages.live import LiveChangesASGI
+
+    async def outage(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    async def inner(scope, receive, send):
+        raise AssertionError("a poll went to Django")
+
+    app_id = uuid.uuid4()
+    token = signing.dumps({"a": str(app_id), "u": str(user.pk)}, salt=LIVE_TOKEN_SALT)
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": f"/apps/{app_id}/changes/",
+        "query_string": f"t={token}&since=3".encode(),
+    }
+    asyncio.run(LiveChangesASGI(inner, run_db=outage)(scope, None, send))
+    start, body = sent
+    assert start["status"] == 503
+    assert (b"retry-after", b"5") in start["headers"]
+    assert body["body"] == b'{"error": "The database is unavailable; try again shortly."}'
