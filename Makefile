@@ -9,6 +9,9 @@ PORT ?= 8000
 
 # The URL the server names in its OAuth metadata and allows as Origin: where `make run` listens.
 setup run: export CHARMING_PUBLIC_URL ?= http://$(HOST):$(PORT)
+# `make run` says "Charming is ready" only once it knows it can listen on HOST:PORT (demo_setup refuses otherwise,
+# naming the setting to change); `make setup` alone does not listen, so it does not check.
+run: LISTEN_CHECK = --listen $(HOST):$(PORT)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +28,7 @@ $(VENV)/.dev: requirements-dev.txt requirements.txt | $(BIN)/python
 setup: $(VENV)/.runtime
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	$(BIN)/python manage.py demo_setup --base-url $(CHARMING_PUBLIC_URL)
+	$(BIN)/python manage.py demo_setup --base-url $(CHARMING_PUBLIC_URL) $(LISTEN_CHECK)
 
 # The task worker (staff purges) runs beside the server; when the server stops (Ctrl-C, or it fails to
 # start), the trap stops the worker too, so one command starts both and one Ctrl-C ends both.

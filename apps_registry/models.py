@@ -202,9 +202,12 @@ class Storage(models.Model):
     )
     detached_at = models.DateTimeField(null=True, blank=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    # The records it holds, kept by the writes in their own transaction (the engine's SqlStore.records_added,
+    # The records it holds, kept by the writes in their own transaction (the engine's SqlStore.records_changed,
     # a restore's merge), so the records-per-app limit is checked without counting the app's records.
     records_held = models.PositiveBigIntegerField(default=0)
+    # +1 in every transaction that writes its records (a mutation, a record migration's batch, a restore): what
+    # an open app page polls to know that its views changed (pages/live.py), one read by this row's key.
+    records_changes = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         verbose_name_plural = "storage"

@@ -432,3 +432,9 @@ def email_status_of(user: Any) -> EmailStatus:
     if row is None or row.email.lower() != email.lower():
         return EmailStatus(email=email, confirmed=False)
     return EmailStatus(email=email, confirmed=True, confirmed_at=row.confirmed_at)
+
+
+def records_changes_of(*, app_id: uuid.UUID | str) -> int | None:
+    """The app's changes counter (+1 per write of its records; Storage.records_changes), None once it has no
+    storage. One read by the storage's unique app key: what each poll of an open app page costs."""
+    return Storage.objects.filter(app_id=app_id).values_list("records_changes", flat=True).first()

@@ -27,6 +27,7 @@ tests/charming/test_serving.py reads the option back from served connections.
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 
 from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
@@ -91,3 +92,26 @@ class NoDelayHttpToolsProtocol(NoDelayOnConnect, HttpToolsProtocol):
     def on_message_complete(self) -> None:
         self._in_body = False
         super().on_message_complete()
+
+
+def port_taken_problem(host: str, port: int) -> str:
+    """Why a server could not listen on `host`:`port` (taken, or not an address of this machine); "" if it can.
+    Binds the way uvicorn does (SO_REUSEADDR, so a port whose old connections are closing counts as free)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        return f"HOST={host} is not an address this machine can listen on ({error.strerror}): set HOST to another."
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                return (
+                    f"Port {port} on {host} is already in use (another server: an earlier `make run`?), so Charming "
+                    f"would not start. Stop that server, or choose another port: make run PORT={port + 1} "
+                    "(HOST sets the address to listen on)."
+                )
+            return f"Cannot listen on {host}:{port} ({error.strerror}): set PORT (or HOST) to another."
+    return ""

@@ -33,6 +33,7 @@ from apps_registry.models import App, Route
 from apps_registry.pages.actions import field_order, is_destructive, record_params, shown_collections
 from apps_registry.pages.forms import InvitationCreateForm
 from apps_registry.pages.hints import route_hints, route_title
+from apps_registry.pages.live import is_live_refresh, live_context
 from apps_registry.pages.paging import CURSOR, is_paged, page_parts, without_cursor
 from apps_registry.pages.results import ResultView, cell, result_view, table_view
 from apps_registry.pages.schema_forms import (
@@ -53,6 +54,7 @@ from apps_registry.selectors import (
     record_choices_of,
     record_counts_of,
     record_label_field,
+    records_changes_of,
     records_of,
     records_recent_of,
     routes_of,
@@ -370,6 +372,9 @@ def app_page_render(
     invitations_error: str = "",
     status: int = 200,
 ) -> HttpResponse:
+    # Read before the views run: a write committed while they are drawn moves the counter past this one, so the
+    # page's next poll fetches it again.
+    changes = records_changes_of(app_id=app.id)
     routes = list(routes_of(app))
     can_mutate = role_allows(role, "mutate")
     # The filters the views are drawn with: the page's own, or (after a POST) those the form came from.
@@ -405,7 +410,9 @@ def app_page_render(
         for c in shown_collections(p.route)
     }
     notices: dict[str, Notice] = {}
-    stored = request.session.pop(LAST_RESULT_SESSION_KEY, None) if failed is None and failed_notice is None else None
+    # A live refresh (the page fetching itself after a poll) leaves the one-time result to the page it is for.
+    shows_result = failed is None and failed_notice is None and not is_live_refresh(request)
+    stored = request.session.pop(LAST_RESULT_SESSION_KEY, None) if shows_result else None
     if isinstance(stored, dict) and stored.get("app") == str(app.id):
         route = page.routes.get(str(stored.get("op")))
         title = route_title(route) if route else str(stored.get("op"))
@@ -443,6 +450,7 @@ def app_page_render(
         # (name, count) pairs, not the dict: a template's `collections.items` would find a collection named "items".
         "collections": [(name, n) for name, n in counts.items() if not collection_hidden(app, name)],
         "versions": app_versions_of(app) if role_allows(role, "own") else [],
+        **live_context(app_id=app.id, user_pk=request.user.pk, changes=changes),
         **_members_context(
             app,
             role,

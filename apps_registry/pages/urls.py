@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from apps_registry.pages import app_views, sharing_views, views
+from apps_registry.pages import app_views, live, sharing_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -58,6 +58,7 @@ urlpatterns = [
     path("apps/<uuid:app_id>/run/<str:op>/", app_views.route_submit, name="app_route_submit"),
     path("apps/<uuid:app_id>/feedback/", app_views.feedback_submit, name="app_feedback"),
     path("apps/<uuid:app_id>/records/<str:collection>/", app_views.records_page, name="app_records"),
+    path("apps/<uuid:app_id>/changes/", live.app_changes, name="app_changes"),
     path("apps/<uuid:app_id>/pick/<str:collection>/", app_views.picker_options, name="app_picker"),
     path("apps/<uuid:app_id>/export.json", app_views.export_json, name="app_export_json"),
     path("apps/<uuid:app_id>/export.csv", app_views.export_csv, name="app_export_csv"),

@@ -19,7 +19,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps_registry.exceptions import CharmingError, Forbidden, InvalidInput, NotFound, RateLimited
-from apps_registry.pages.connect import host_configs, mcp_url
+from apps_registry.pages.connect import host_advice, host_configs, mcp_url, public_https_problem
 from apps_registry.pages.forms import AccountDeleteForm, EmailChangeForm, SignUpForm, TokenCreateForm
 from apps_registry.selectors import (
     app_activity_for,
@@ -268,6 +268,8 @@ def _connect_page(request: HttpRequest, *, form: TokenCreateForm, status: int = 
     url = mcp_url()
     context: dict[str, Any] = {
         "mcp_url": url,
+        "hosts": host_advice(url=url),
+        "public_https_problem": public_https_problem(settings.CHARMING_PUBLIC_URL),
         "configs": host_configs(url=url),
         "form": form,
         "tokens": tokens_of(request.user),

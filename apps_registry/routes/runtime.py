@@ -132,10 +132,11 @@ def _mutate(route: CompiledRoute, call: Call, limits: Limits) -> Any:
     """The steps of a mutation; the caller holds the transaction."""
     value = run_steps(route.steps, call)
     metered = call.store
-    if metered.created != metered.deleted:
-        # One UPDATE of the storage's counter, not a count of its records: the same cost at any size.
-        total = metered.store.records_added(metered.created - metered.deleted)
-        if metered.created and total > limits.records_per_app:
+    if metered.written:
+        # One UPDATE of the storage's counters, not a count of its records: the same cost at any size. Every
+        # write counts a change (open pages refresh on it), so an app's writes take its storage row in turn.
+        total = metered.store.records_changed(metered.created - metered.deleted)
+        if metered.created > metered.deleted and total > limits.records_per_app:
             raise OperationFailed(
                 f"This app would hold more than {limits.records_per_app} records; delete some before adding more.",
                 details=limit_details("records_per_app", limits.records_per_app),

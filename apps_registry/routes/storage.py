@@ -824,11 +824,11 @@ class SqlStore:
     def record_count(self) -> int:
         return Record.objects.filter(storage_id=self.storage_id).count()
 
-    def records_added(self, delta: int) -> int:
+    def records_changed(self, delta: int) -> int:
         # Never below 0: records written around the engine (a bulk load, a test's fixtures) are not counted.
         with connection.cursor() as cursor:
             cursor.execute(
-                _records_added_sql(), [delta, Storage._meta.pk.get_db_prep_value(self.storage_id, connection)]
+                _records_changed_sql(), [delta, Storage._meta.pk.get_db_prep_value(self.storage_id, connection)]
             )
             row = cursor.fetchone()
         return int(row[0]) if row is not None else 0
@@ -852,10 +852,11 @@ def _insert_sql() -> str:
 
 
 @functools.cache
-def _records_added_sql() -> str:
+def _records_changed_sql() -> str:
     larger = "GREATEST" if connection.vendor == "postgresql" else "MAX"
     return plan_stable(
-        f"UPDATE {connection.ops.quote_name(Storage._meta.db_table)} SET records_held = {larger}(records_held + %s, 0) "
+        f"UPDATE {connection.ops.quote_name(Storage._meta.db_table)} "
+        f"SET records_held = {larger}(records_held + %s, 0), records_changes = records_changes + 1 "
         "WHERE id = %s RETURNING records_held"
     )
 

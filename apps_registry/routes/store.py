@@ -109,10 +109,11 @@ class Store(Protocol):
         """Records in the whole storage (every collection)."""
         ...
 
-    def records_added(self, delta: int) -> int:
-        """Add `delta` (records created minus deleted by this call) to the storage's record counter, in the
-        call's transaction; returns the new total. Exact under concurrent calls: the counter is one row,
-        updated in place, so a second call waits for the first to commit and adds to its total."""
+    def records_changed(self, delta: int) -> int:
+        """Note a call that wrote records: add `delta` (records created minus deleted) to the storage's record
+        counter and 1 to its changes counter (what open pages poll), in the call's transaction; returns the new
+        total. Exact under concurrent calls: the counters are one row, updated in place, so a second call waits
+        for the first to commit and adds to its totals."""
         ...
 
 

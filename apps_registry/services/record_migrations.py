@@ -141,7 +141,8 @@ def _migrate(
         Record.objects.bulk_update(changed, ["data", "version", "updated_at"], batch_size=BATCH)
     if gone:
         Record.objects.filter(pk__in=gone).delete()
-        store.records_added(-len(gone))
+    if changed or gone:
+        store.records_changed(-len(gone))  # open pages see the batch (and the record count stays true)
     return len(changed), len(gone)
 
 

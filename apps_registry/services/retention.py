@@ -174,7 +174,9 @@ def storage_restore(
                 details={"collisions": clash_count, "examples": sample},
             )
         restored = records.update(storage=current)
-        Storage.objects.filter(pk=current.pk).update(records_held=F("records_held") + restored)
+        Storage.objects.filter(pk=current.pk).update(
+            records_held=F("records_held") + restored, records_changes=F("records_changes") + 1
+        )
         storage.delete()
         mode = "merged"
         target_id = current.id

@@ -270,7 +270,7 @@ class MemoryStore:
     def record_count(self) -> int:
         return len(self.records)
 
-    def records_added(self, delta: int) -> int:
+    def records_changed(self, delta: int) -> int:
         return len(self.records)  # the writes already changed it
 
 

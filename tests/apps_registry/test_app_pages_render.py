@@ -216,9 +216,12 @@ def test_app_data_names_and_descriptions_are_inert(client, user):
         policy = response["Content-Security-Policy"]
         assert "script-src 'self'" in policy and "default-src 'self'" in policy
         assert "'unsafe-inline'" not in policy
-    # No script element on the page but the static htmx.
+    # No script element on the page but the static htmx and the live updates' poller.
     scripts = re.findall(r"<script[^>]*>", pages[1].content.decode())
-    assert scripts == ['<script src="/static/charming/htmx.min.js" defer>']
+    assert scripts == [
+        '<script src="/static/charming/htmx.min.js" defer>',
+        '<script src="/static/charming/live.js" defer>',
+    ]
 
 
 def test_the_policy_is_the_strict_one(client):

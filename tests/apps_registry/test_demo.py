@@ -88,3 +88,42 @@ def test_demo_setup_never_takes_over_an_existing_account(capsys):
     real.refresh_from_db()
     assert real.check_password("their-own-password") and not real.is_staff
     assert not ApiToken.objects.exists()
+
+
+def test_demo_setup_refuses_to_say_ready_when_the_port_to_listen_on_is_taken(capsys):
+    import socket
+
+    from django.core.management.base import CommandError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(CommandError) as refused:
+            call_command("demo_setup", "--base-url", f"http://127.0.0.1:{port}", "--listen", f"127.0.0.1:{port}")
+    assert str(refused.value) == (
+        f"Port {port} on 127.0.0.1 is already in use (another server: an earlier `make run`?), so Charming would not "
+        f"start. Stop that server, or choose another port: make run PORT={port + 1} "
+        "(HOST sets the address to listen on)."
+    )
+    assert "Charming is ready" not in capsys.readouterr().out
+    assert not get_user_model().objects.filter(username="demo").exists()  # nothing set up either
+    # once the port is free again, the same command says it is ready
+    call_command("demo_setup", "--base-url", f"http://127.0.0.1:{port}", "--listen", f"127.0.0.1:{port}")
+    assert "Charming is ready." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("listen", "message"),
+    [
+        ("8000", "--listen must be HOST:PORT with a port from 1 to 65535, got '8000'."),
+        ("127.0.0.1:0", "--listen must be HOST:PORT with a port from 1 to 65535, got '127.0.0.1:0'."),
+        ("no-such-host.invalid:8000", "HOST=no-such-host.invalid is not an address this machine can listen on"),
+    ],
+)
+def test_demo_setup_names_what_to_fix_in_a_bad_listen_address(listen, message):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError) as refused:
+        call_command("demo_setup", "--listen", listen)
+    assert str(refused.value).startswith(message)

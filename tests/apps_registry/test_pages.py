@@ -266,7 +266,47 @@ def test_connect_shows_the_mcp_url_and_host_configurations(signed_in, settings):
     )
     assert "&quot;servers&quot;: {" in page and "&quot;mcpServers&quot;: {" in page
     assert "~/.cursor/mcp.json" in page and ".vscode/mcp.json" in page
-    assert "Claude and ChatGPT" in page and "OAuth" in page
+    assert "ChatGPT" in page and "it signs in here with OAuth" in page
+
+
+def test_connect_gives_each_host_one_way_in_and_says_claude_and_chatgpt_need_a_public_https_url(signed_in, settings):
+    settings.CHARMING_PUBLIC_URL = "https://charming.example.com"
+    html = signed_in.get(reverse("connect")).content.decode()
+    rows = re.findall(
+        r'<tr><th scope="row" data-label="Host">(.*?)</th>.*?<td data-label="Needs">(.*?)</td></tr>', html, re.S
+    )
+    assert rows == [
+        ("Claude (claude.ai, Claude Desktop)", "a public https URL"),
+        ("ChatGPT", "a public https URL"),
+        ("Claude Code", "this URL, from your computer"),
+        ("VS Code", "this URL, from your computer"),
+        ("Cursor", "this URL, from your computer"),
+    ]
+    page = text(signed_in.get(reverse("connect")))
+    # the same advice as docs/mcp.md: Claude Code signs in with OAuth, its token configuration is the alternative
+    assert "Run claude mcp add --transport http charming https://charming.example.com/mcp, then /mcp" in page
+    assert "Configurations with a personal token" in page and "Instead of signing in" in page
+    assert 'id="public-https"' not in page
+
+
+@pytest.mark.parametrize(
+    ("public_url", "why"),
+    [
+        ("http://127.0.0.1:8000", "http://127.0.0.1:8000, is not reachable from the internet"),
+        ("https://localhost:8443", "https://localhost:8443, is not reachable from the internet"),
+        ("https://10.0.0.5", "https://10.0.0.5, is not reachable from the internet"),
+        ("http://charming.example.com", "http://charming.example.com, is not https"),
+    ],
+)
+def test_connect_says_when_this_servers_url_cannot_serve_claude_or_chatgpt(signed_in, settings, public_url, why):
+    settings.CHARMING_PUBLIC_URL = public_url
+    page = text(signed_in.get(reverse("connect")))
+    assert (
+        f"The URL of this server, {why}: Claude and ChatGPT connect from their own servers, so they need a public "
+        "https URL. Serve Charming behind https at a public address and set CHARMING_PUBLIC_URL to it" in page
+    )
+    assert "a public https URL (not this one)" in page
+    assert "Claude Code, VS Code and Cursor run on your computer and work with this URL as it is." in page
 
 
 def test_create_a_token_shows_its_secret_once(signed_in, carol):

@@ -44,3 +44,39 @@ def test_the_guides_patterns_app_is_valid_and_its_tests_pass(user):
     assert [(r.name, r.passed, r.failures) for r in checked.tests if not r.passed] == []
     assert len(checked.tests) == 8
     assert [a.kind for a in checked.advisories] == []
+
+
+def test_the_guides_look_good_example_is_valid_and_its_page_has_every_hint(user, client):
+    from django.urls import reverse
+
+    from apps_registry.services.definitions import app_definition_save
+    from apps_registry.services.routes import route_run
+
+    found = re.search(r"## Make your app look good\n.*?```json\n(.*?)```", guide_text(), re.S)
+    assert found is not None
+    definition = json.loads(found.group(1))
+    checked = definition_dry_run(actor=user, definition=definition)
+    assert checked.problems == []
+    assert [(r.name, r.passed, r.failures) for r in checked.tests if not r.passed] == []
+    assert len(checked.tests) == 5
+    assert checked.advisories == []
+
+    app = app_definition_save(actor=user, definition=definition)
+    for amount, category, day in ((12.5, "food", "2026-10-03"), (700, "rent", "2026-11-01")):
+        route_run(
+            actor=user,
+            app_id=app.id,
+            op="add_expense",
+            params={"amount": amount, "category": category, "day": day},
+            kind="mutation",
+        )
+    client.force_login(user)
+    html = client.get(reverse("app_page", args=[app.id])).content.decode()
+    start = html.index('id="view-recent"')
+    assert start < html.index('id="view-by_month"')  # the start view first
+    assert "The newest first." in html  # help
+    assert "€700.00" in html and "1 Nov 2026" in html  # a unit, a date
+    assert html.count("Yes, delete") == 2  # a row action on each row, confirming a delete
+    assert '<figure class="chart' in html  # the chart
+    assert re.search(r'<select id="m-tag_expense-expense" name="expense" class="picker"', html)  # a picker
+    assert "Expense tags" not in html and "expense_tags" not in html  # hidden
