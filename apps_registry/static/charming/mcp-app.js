@@ -164,10 +164,10 @@
     Array.prototype.forEach.call(form.querySelectorAll("button"), function (b) { b.disabled = on; });
   }
 
-  root.addEventListener("submit", function (event) {
-    var form = event.target;
-    event.preventDefault(); // nothing posts to Charming: the bridge carries it
-    if (!state.appId) return;
+  // A form is sent from its button's click or Enter in one of its inputs, never submitted: a host's sandbox may
+  // lack allow-forms (then no submit event fires at all), and nothing may post to Charming anyway.
+  function send(form) {
+    if (!state.appId || !form.reportValidity()) return;
     var match = /\/run\/([^/]+)\/$/.exec(form.getAttribute("action") || "");
     var op = form.dataset.op || (match && decodeURIComponent(match[1]));
     if (op && state.routes[op] && state.routes[op].kind === "mutation") {
@@ -199,7 +199,21 @@
         if (shown) shown.scrollIntoView({ block: "nearest" });
       }).catch(function (error) { busy(form, false); notice("view-" + view, "error", "The view could not be shown.", [String(error && error.message || error)]); });
     }
+  }
+
+  root.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("button");
+    if (!button || !button.form || button.type !== "submit") return;
+    event.preventDefault();
+    send(button.form);
   }, true);
+  root.addEventListener("keydown", function (event) {
+    var el = event.target;
+    if (event.key !== "Enter" || !el.form || el.tagName !== "INPUT" || el.type === "search") return;
+    event.preventDefault();
+    send(el.form);
+  }, true);
+  root.addEventListener("submit", function (event) { event.preventDefault(); send(event.target); }, true);
 
   root.addEventListener("click", function (event) {
     var link = event.target.closest && event.target.closest("a");
