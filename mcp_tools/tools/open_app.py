@@ -54,12 +54,14 @@ def _summary(value: dict[str, Any]) -> str:
         lines.append(f"The view {value['view']} did not run: {value['view_error']['message']}")
     elif value["view"] is not None:
         data = value["data"]
+        title = next((r["title"] for r in value["routes"] if r["name"] == value["view"]), value["view"])
+        shown_as = f"{title} ({value['view']})"
         if isinstance(data, list):
             shown = json.dumps(data[:SUMMARY_ROWS], ensure_ascii=False, default=str)
             more = f" (first {SUMMARY_ROWS} of {len(data)})" if len(data) > SUMMARY_ROWS else ""
-            lines.append(f"{value['view']} returned{more}: {_clip(shown)}")
+            lines.append(f"{shown_as} returned{more}: {_clip(shown)}")
         else:
-            lines.append(f"{value['view']} returned: {_clip(json.dumps(data, ensure_ascii=False, default=str))}")
+            lines.append(f"{shown_as} returned: {_clip(json.dumps(data, ensure_ascii=False, default=str))}")
     lines.append(
         "Hosts that show MCP Apps display the app inline, where the user can use it; "
         "use query_app and mutate_app to read or change its data yourself."

@@ -64,6 +64,7 @@ def mcp_call(server, token: str, name: str, args: dict[str, Any]) -> dict[str, A
 
 
 def open_in_host(browser, server, agent, arguments: dict[str, Any], *, viewport: dict[str, int]):
+    host_context = {**CONTEXT, "containerDimensions": {"maxWidth": min(760, viewport["width"])}}
     """The host page with the app's view in its iframe; returns (context, page, the iframe's frame locator, the
     requests seen from the iframe, the requests any page made to Charming)."""
     context = browser.new_context(viewport=viewport)
@@ -96,7 +97,7 @@ def open_in_host(browser, server, agent, arguments: dict[str, Any], *, viewport:
     result = mcp_call(server, agent.token, "open_app", arguments)
     page.evaluate(
         "([html, args, result, ctx]) => window.charmingHost(html, args, result, ctx)",
-        [html, arguments, result, CONTEXT],
+        [html, arguments, result, host_context],
     )
     page.wait_for_function("window.hostReady === true")
     return context, page, page.frame_locator("#app"), from_iframe, to_charming
@@ -133,6 +134,9 @@ def test_an_expense_added_in_the_inline_view_lands_in_the_apps_records(browser, 
         expect(app.locator("h1")).to_contain_text("Budget")
         # The host's theme is followed: the document takes it (and its colour scheme).
         expect(app.locator("html")).to_have_attribute("data-theme", "dark")
+        # And its size: a phone-wide container gets the one-column layout.
+        narrow = size["width"] < 640
+        assert app.locator("html").evaluate("e => e.classList.contains('narrow')") is narrow
         shot(page, f"budget-{size['width']}")
 
         card = app.locator("#action-add_expense")
@@ -158,7 +162,16 @@ def test_an_expense_added_in_the_inline_view_lands_in_the_apps_records(browser, 
         expect(refused).to_contain_text("amount must be positive")
         assert Record.objects.filter(storage__app=budget, collection="expenses").count() == 2
 
-        assert page.evaluate("window.hostLog") == ["mutate_app", "open_app", "mutate_app", "open_app"]
+        # A view's filter runs through open_app (that view, those params): the food expenses only.
+        view = app.locator("#view-list_expenses")
+        view.locator("#q-list_expenses-category").fill("food")
+        view.get_by_role("button", name="Show").click()
+        expect(app.locator("#view-list_expenses tbody tr")).to_have_count(1)
+        expect(app.locator("#view-list_expenses tbody tr")).to_contain_text("lunch")
+        expect(app.locator("#q-list_expenses-category")).to_have_value("food")
+
+        log = page.evaluate("window.hostLog")
+        assert log == ["mutate_app", "open_app", "mutate_app", "open_app", "open_app"]
     finally:
         context.close()
     assert from_iframe == [] and to_charming == []

@@ -119,7 +119,9 @@ def test_open_app_shows_the_start_view_with_routes_hints_data_and_a_summary(live
     assert value["data"] == queried.structured_content["value"]
     text = text_of(result)
     assert text.startswith(f"Opened app '{budget.name}' (id {budget.id}) for the user; you are owner.")
-    assert "\nActions: " in text and "Add expense" in text and "\nsummary returned: {" in text
+    assert "\nViews: Big expenses, List expenses, This month.\n" in text
+    assert "\nActions: Add expense, Delete, Move, Set budget.\n" in text
+    assert "\nThis month (summary) returned: {" in text
 
     html = result.meta[HTML_META_KEY]
     assert 'data-op="add_expense"' in html and 'name="amount"' in html  # the page's own form
