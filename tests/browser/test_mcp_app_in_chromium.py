@@ -91,6 +91,12 @@ def open_in_host(browser, server, agent, arguments: dict[str, Any], *, viewport:
             from_iframe.append(request.url)
 
     page.on("request", seen)
+
+    def refuse(route):  # intercepted, and refused: a request to Charming from the browser fails the test below
+        to_charming.append(route.request.url)
+        route.abort()
+
+    context.route(f"{server.base_url}/**", refuse)
     page.expose_function("mcpCallTool", lambda name, args: mcp_call(server, agent.token, name, args))
     page.goto(f"{HOST}/host.html")
     html = mcp_read_ui(server, agent.token)
