@@ -154,6 +154,27 @@
     return (error.errors || []).map(function (e) { return typeof e === "object" && e && e.message ? (e.path ? e.path.replace(/^\$\.?/, "") + ": " : "") + e.message : String(e); });
   }
 
+  function clearErrors(form) {
+    form.querySelectorAll(".inline-field-errors").forEach(function (ul) { ul.remove(); });
+    form.querySelectorAll("[aria-invalid]").forEach(function (el) { el.removeAttribute("aria-invalid"); });
+  }
+
+  // An input error whose path names one of the form's fields ("$.amount") is shown under that field.
+  function fieldError(form, error) {
+    if (!error || typeof error !== "object" || typeof error.path !== "string") return false;
+    var name = error.path.replace(/^\$\.?/, "");
+    var field = name && Array.prototype.find.call(form.elements, function (el) { return el.name === name; });
+    if (!field) return false;
+    var list = document.createElement("ul");
+    list.className = "field-errors inline-field-errors";
+    var item = document.createElement("li");
+    item.textContent = error.message;
+    list.appendChild(item);
+    field.setAttribute("aria-invalid", "true");
+    field.insertAdjacentElement("afterend", list);
+    return true;
+  }
+
   function openApp(view, params) {
     var args = { app_id: state.appId };
     if (view) { args.view = view; args.params = params || {}; }
@@ -181,9 +202,17 @@
       app.callServerTool({ name: "mutate_app", arguments: { app_id: state.appId, op: op, params: params } })
         .then(function (result) {
           var sc = result.structuredContent || {};
+          if (!sc.ok) {
+            // Nothing was written: the form keeps what the person typed, the error beside the field it names.
+            busy(form, false);
+            clearErrors(form);
+            var error = sc.error || { message: textOf(result) };
+            var unplaced = (error.errors || []).filter(function (e) { return !fieldError(form, e); });
+            notice(place, "error", title + row + " did not go through.", [error.message].concat(problems({ errors: unplaced })));
+            return;
+          }
           return openApp(state.view, state.params).then(function () {
-            if (sc.ok) notice(place, "done", title + ": done" + row + ".");
-            else notice(place, "error", title + row + " did not go through.", [sc.error ? sc.error.message : textOf(result)].concat(problems(sc.error || {})));
+            notice(place, "done", title + ": done" + row + ".");
           });
         })
         .catch(function (error) { busy(form, false); notice(place, "error", title + " did not go through.", [String(error && error.message || error)]); });
