@@ -204,6 +204,14 @@ def test_a_rows_button_in_the_inline_view_completes_that_todo(browser, live_serv
         expect(app.locator("#view-open_todos tbody tr", has_text="Call mum")).to_have_count(0)
         expect(app.locator("#view-open_todos tbody tr", has_text="Buy milk")).to_have_count(1)
         shot(page, "todo-completed")
+
+        # A row action that deletes asks first, on the row; only "Yes" sends it.
+        row = app.locator("#view-open_todos tbody tr", has_text="Buy milk")
+        row.locator("details.destructive summary").click()
+        expect(row.locator(".confirm-text")).to_contain_text("This cannot be undone.")
+        row.locator("details.destructive button.danger").click()
+        expect(app.locator("#view-open_todos .notice-done")).to_contain_text("Buy milk")
+        assert not Record.objects.filter(storage__app=todo, collection="todos", data__title="Buy milk").exists()
     finally:
         context.close()
     assert from_iframe == [] and to_charming == []
