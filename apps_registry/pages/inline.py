@@ -28,7 +28,7 @@ from apps_registry.pages.app_views import (
     collection_hidden,
 )
 from apps_registry.pages.hints import route_hints, route_title
-from apps_registry.pages.paging import is_paged, without_cursor
+from apps_registry.pages.paging import CURSOR, is_paged, without_cursor
 from apps_registry.pages.schema_forms import SchemaField, encode_choice, schema_form
 from apps_registry.pages.words import people_text
 from apps_registry.selectors import record_counts_of, routes_of
@@ -102,10 +102,12 @@ def params_as_filters(route: Route, params: dict[str, Any]) -> QueryDict:
     """A view's typed `params` as the text its filter form would have sent (the inverse of `form_parse`), so the
     page's own panel draws the view with those filters filled in."""
     schema = route.input_schema_ordered
+    query = QueryDict(mutable=True)
     if is_paged(route.input_schema_ordered, route.output_schema_ordered):
         schema = without_cursor(schema)
+        if isinstance(params.get(CURSOR), str):  # a later page: the panel reads its cursor as the page's link gave it
+            query[f"{route.name}.{CURSOR}"] = params[CURSOR]
     form = schema_form(schema, id_prefix=f"q-{route.name}", prefix=f"{route.name}.", records=record_params(route))
-    query = QueryDict(mutable=True)
     if form.json_only:
         for top in form.fields:
             query[top.html_name] = json.dumps(params, ensure_ascii=False)

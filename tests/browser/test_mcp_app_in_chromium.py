@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from apps_registry.models import Record
@@ -212,6 +213,30 @@ def test_a_rows_button_in_the_inline_view_completes_that_todo(browser, live_serv
         row.locator("details.destructive button.danger").click()
         expect(app.locator("#view-open_todos .notice-done")).to_contain_text("Buy milk")
         assert not Record.objects.filter(storage__app=todo, collection="todos", data__title="Buy milk").exists()
+    finally:
+        context.close()
+    assert from_iframe == [] and to_charming == []
+
+
+def test_a_paged_views_next_page_link_runs_through_open_app(browser, live_server_mcp, rosa):
+    expenses = app_definition_save(actor=rosa.user, definition=example("expenses"))
+    month = timezone.now().strftime("%Y-%m")  # list_expenses shows this month unless told
+    for n in range(55):  # it pages by 50
+        params = {"amount": n + 1, "category": "food", "day": f"{month}-{1 + n % 28:02d}", "note": f"item {n}"}
+        run_route(rosa.user, expenses, "add_expense", params)
+    arguments = {"app_id": str(expenses.id), "view": "list_expenses"}
+    context, page, app, from_iframe, to_charming = open_in_host(
+        browser, live_server_mcp, rosa, arguments, viewport={"width": 1280, "height": 900}
+    )
+    try:
+        view = app.locator("#view-list_expenses")
+        expect(view.locator("tbody tr")).to_have_count(50)
+        view.get_by_role("link", name="Next page").click()
+
+        expect(view.locator("tbody tr")).to_have_count(5)
+        expect(view.get_by_role("link", name="First page")).to_be_visible()
+        assert page.evaluate("window.hostLog") == ["open_app"]
+        shot(page, "expenses-page-2")
     finally:
         context.close()
     assert from_iframe == [] and to_charming == []

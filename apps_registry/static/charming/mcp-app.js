@@ -43,12 +43,38 @@
     }
     var scroll = window.scrollY;
     root.innerHTML = html;
-    // Links lead to Charming's own pages: inside the host's iframe they would leave the chat, so they are text.
+    // Links lead to Charming's own pages: inside the host's iframe they would leave the chat. A view's page links
+    // (its filters and cursor in the query) become open_app calls; the others are text.
     root.querySelectorAll("a[href]").forEach(function (a) {
-      if (a.getAttribute("href").charAt(0) !== "#") { a.removeAttribute("href"); a.classList.add("inline-link-off"); }
+      var href = a.getAttribute("href");
+      if (href.charAt(0) === "#") return;
+      var link = viewLink(href);
+      a.removeAttribute("href");
+      if (link) { a.dataset.view = link.view; a.dataset.params = JSON.stringify(link.params); a.tabIndex = 0; a.setAttribute("role", "link"); }
+      else a.classList.add("inline-link-off");
     });
     window.scrollTo(0, scroll);
     return true;
+  }
+
+  // "/apps/<id>/?list.category=food&list.cursor=...#view-list" -> {view: "list", params: {category, cursor}}.
+  function viewLink(href) {
+    var url;
+    try { url = new URL(href, "https://charming.invalid"); } catch (e) { return null; }
+    var view = url.hash.indexOf("#view-") === 0 ? decodeURIComponent(url.hash.slice(6)) : "";
+    var route = state.routes[view];
+    if (!route || route.kind !== "query") return null;
+    var prefix = view + ".";
+    var params = {};
+    var rowsPaging = false;
+    url.searchParams.forEach(function (raw, key) {
+      if (key.indexOf(view + ":") === 0) rowsPaging = true;
+      if (key.indexOf(prefix) !== 0 || raw.trim() === "") return;
+      var path = key.slice(prefix.length).split(".");
+      var prop = schemaAt(route.input, path);
+      setAt(params, path, typeOf(prop) === "array" && !prop.items ? [raw] : typed(prop, raw));
+    });
+    return rowsPaging ? null : { view: view, params: params }; // a long table's own pages stay on the page
   }
 
   function typeOf(schema) {
@@ -82,7 +108,7 @@
       var n = Number(raw.trim());
       return raw.trim() !== "" && isFinite(n) ? n : raw;
     }
-    if (type === "boolean") return raw === "true";
+    if (type === "boolean") return raw === "true" || raw === "on";
     if (type === "array") {
       var items = typeOf(schema.items || {});
       if (items === "string") return raw.split("\n").map(function (s) { return s.trim(); }).filter(Boolean);
@@ -238,15 +264,25 @@
   }, true);
   root.addEventListener("keydown", function (event) {
     var el = event.target;
+    if (event.key === "Enter" && el.dataset && el.dataset.view && el.tagName === "A") { event.preventDefault(); followLink(el); return; }
     if (event.key !== "Enter" || !el.form || el.tagName !== "INPUT" || el.type === "search") return;
     event.preventDefault();
     send(el.form);
   }, true);
   root.addEventListener("submit", function (event) { event.preventDefault(); send(event.target); }, true);
 
+  function followLink(link) {
+    var view = link.dataset.view;
+    openApp(view, JSON.parse(link.dataset.params || "{}")).then(function () {
+      var shown = document.getElementById("view-" + view);
+      if (shown) shown.scrollIntoView({ block: "nearest" });
+    });
+  }
   root.addEventListener("click", function (event) {
     var link = event.target.closest && event.target.closest("a");
-    if (link && !link.getAttribute("href")) event.preventDefault();
+    if (!link || link.getAttribute("href")) return;
+    event.preventDefault();
+    if (link.dataset.view) followLink(link);
   });
 
   function follow(context) {
