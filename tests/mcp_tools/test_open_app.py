@@ -11,7 +11,7 @@ import pytest
 
 from apps_registry.models import Record
 from apps_registry.services.definitions import app_definition_save
-from mcp_tools.ui import APP_UI_MIME_TYPE, APP_UI_URI, HTML_META_KEY, UI_EXTENSION
+from mcp_tools.ui import APP_UI_MIME_TYPE, APP_UI_URI, EXT_APPS_VERSION, HTML_META_KEY, UI_EXTENSION
 from tests.apps_registry.route_helpers import example
 from tests.apps_registry.route_helpers import run as run_route
 from tests.mcp_tools.conftest import MODERN, MODES, call_tool_error, call_tool_ok, mcp_client, run, text_of
@@ -179,3 +179,13 @@ def test_open_app_changes_nothing(live, alice, budget, mode):
     before = Record.objects.filter(storage__app=budget).count()
     call_tool_ok(live, alice, mode, "open_app", {"app_id": str(budget.id)})
     assert Record.objects.filter(storage__app=budget).count() == before
+
+
+def test_the_vendored_ext_apps_bundle_records_its_version_and_licence():
+    from django.conf import settings
+
+    static = settings.BASE_DIR / "apps_registry" / "static" / "charming"
+    head = (static / "ext-apps-app.min.js").read_text(encoding="utf-8")[:600]
+    assert head.startswith(f"/*! @modelcontextprotocol/ext-apps {EXT_APPS_VERSION}, the App (View) side")
+    assert "Licence: MIT" in head and "ext-apps.LICENSE.txt" in head
+    assert "MIT License" in (static / "ext-apps.LICENSE.txt").read_text(encoding="utf-8")
