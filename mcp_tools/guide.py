@@ -1,4 +1,5 @@
-"""What agents read before writing an app: the authoring guide (an MCP resource) and the build_app prompt.
+"""The server's resources and prompt: the authoring guide agents read before writing an app, the MCP Apps view
+(mcp_tools.ui), and the build_app prompt.
 
 The guide is docs/agent-guide.md, served verbatim as `charming://guide/authoring` (text/markdown).
 """
@@ -12,6 +13,8 @@ import mcp_types as types
 from django.conf import settings
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+
+from mcp_tools.ui import APP_UI_RESOURCE, APP_UI_URI, app_ui_contents
 
 GUIDE_URI = "charming://guide/authoring"
 GUIDE_MIME_TYPE = "text/markdown"
@@ -39,21 +42,23 @@ def guide_text() -> str:
 async def list_resources(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListResourcesResult:
-    return types.ListResourcesResult(resources=[GUIDE_RESOURCE], ttl_ms=0, cache_scope="private")
+    return types.ListResourcesResult(resources=[GUIDE_RESOURCE, APP_UI_RESOURCE], ttl_ms=0, cache_scope="private")
 
 
 async def read_resource(
     ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
 ) -> types.ReadResourceResult:
-    if str(params.uri) != GUIDE_URI:
+    uri = str(params.uri)
+    if uri == GUIDE_URI:
+        contents = types.TextResourceContents(uri=GUIDE_URI, mime_type=GUIDE_MIME_TYPE, text=guide_text())
+    elif uri == APP_UI_URI:
+        contents = app_ui_contents()
+    else:
         raise MCPError(
-            code=RESOURCE_NOT_FOUND, message=f"Resource not found: {str(params.uri)[:200]!r}. Available: {GUIDE_URI}."
+            code=RESOURCE_NOT_FOUND,
+            message=f"Resource not found: {uri[:200]!r}. Available: {GUIDE_URI}, {APP_UI_URI}.",
         )
-    return types.ReadResourceResult(
-        contents=[types.TextResourceContents(uri=GUIDE_URI, mime_type=GUIDE_MIME_TYPE, text=guide_text())],
-        ttl_ms=0,
-        cache_scope="private",
-    )
+    return types.ReadResourceResult(contents=[contents], ttl_ms=0, cache_scope="private")
 
 
 BUILD_APP_PROMPT = types.Prompt(

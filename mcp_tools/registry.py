@@ -8,7 +8,7 @@ from typing import Any
 
 from apps_registry.access import Need, Scope, scope_for
 from mcp_tools.contracts import contract_load
-from mcp_tools.tools import Handler, authoring, delete_app, get_app, list_apps, run_route, send_feedback
+from mcp_tools.tools import Handler, authoring, delete_app, get_app, list_apps, open_app, run_route, send_feedback
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ def _tool(name: str, handler: Handler, *, need: Need, answers_envelope: bool = T
 TOOLS: tuple[McpTool, ...] = (
     _tool("list_apps", list_apps.handle, need="read"),
     _tool("get_app", get_app.handle, need="read"),
+    _tool("open_app", open_app.handle, need="read"),
     _tool("query_app", run_route.handle_query, need="query"),
     _tool("mutate_app", run_route.handle_mutate, need="mutate"),
     _tool("send_feedback", send_feedback.handle, need="feedback"),

@@ -1,6 +1,6 @@
 """Shaping tool results, and the MCP layer's one translator from domain errors to tool results.
 
-Envelope tools (list_apps, get_app, query_app, mutate_app, send_feedback) answer
+Envelope tools (list_apps, get_app, open_app, query_app, mutate_app, send_feedback, the authoring tools) answer
 `{ok, value?, error?, advisories?}` in `structuredContent`, valid against their output schema on
 success and on every error, plus a text content carrying the value or the error with each
 advisory's summary appended. `isError` is true exactly when `ok` is false. delete_app's contract

@@ -16,7 +16,8 @@ import mcp_types as types
 from django.conf import settings
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
@@ -33,6 +34,7 @@ from mcp_tools.registry import tool_named, tools_allowed
 from mcp_tools.results import error_result
 from mcp_tools.sessions import UserCappedSessionManager
 from mcp_tools.tools import ToolCall, ToolResult
+from mcp_tools.ui import UI_EXTENSION
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +42,8 @@ SERVER_NAME = "charming"
 SERVER_VERSION = "0.1.0"
 INSTRUCTIONS = (
     "Charming hosts the user's small apps (a budget, a to-do list...). Start with list_apps to find an app_id, "
-    "get_app to learn its routes, then query_app to read and mutate_app to change data. Tell the user about "
+    "get_app to learn its routes, then query_app to read and mutate_app to change data; open_app shows an app to "
+    "the user (inline in the chat, where the host shows MCP Apps) to use it themselves. Tell the user about "
     "advisories of kind feedback-response: they are staff answers to the user's feedback. To build or change an "
     f"app, read the guide {GUIDE_URI} (or use the prompt build_app), then check_app, create_app, get_app_source "
     "and update_app."
@@ -93,8 +96,21 @@ def _input_schema(name: str) -> dict[str, Any] | None:
     return tool.contract["inputSchema"] if tool else None
 
 
+class CharmingServer(Server[Any]):
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        # The 2025-11-25 `initialize` answer: that version's ServerCapabilities has no `extensions` (2026-07-28's
+        # server/discover has), so the extensions are declared under `experimental` there, where clients look.
+        experimental = {**self.extensions, **(experimental_capabilities or {})}
+        return super().create_initialization_options(notification_options, experimental, extensions)
+
+
 def server_build() -> Server[Any]:
-    server: Server[Any] = Server(
+    server: Server[Any] = CharmingServer(
         SERVER_NAME,
         version=SERVER_VERSION,
         title="Charming",
@@ -107,6 +123,8 @@ def server_build() -> Server[Any]:
         on_get_prompt=get_prompt,
         get_tool_input_schema=_input_schema,
     )
+    # MCP Apps (SEP-1865): open_app's view, ui://charming/app, for hosts that render it (docs/mcp.md, "MCP Apps").
+    server.extensions[UI_EXTENSION] = {}
     # The SDK wraps every message in an OpenTelemetry span by default ("drop it from this list to opt out", its
     # comment says). Charming installs no exporter, so each span is a no-op that still cost ~2% of a tool call's
     # event-loop time (docs/performance.md).

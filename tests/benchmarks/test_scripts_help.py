@@ -19,6 +19,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
         "aggregate.py",
         "fairness.py",
         "live_updates.py",
+        "open_app.py",
     ],
 )
 def test_benchmark_script_prints_its_help(script):

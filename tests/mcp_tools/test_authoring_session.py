@@ -186,7 +186,10 @@ async def session(live, alice, mode):
 
         # The guide, as a resource.
         resources = await agent.list_resources()
-        assert [(str(r.uri), r.mime_type) for r in resources.resources] == [(GUIDE_URI, "text/markdown")]
+        assert [(str(r.uri), r.mime_type) for r in resources.resources] == [
+            (GUIDE_URI, "text/markdown"),
+            ("ui://charming/app", "text/html;profile=mcp-app"),
+        ]
         guide = await agent.read_resource(GUIDE_URI)
         assert guide.contents[0].mime_type == "text/markdown"
         assert "# Writing a Charming app" in guide.contents[0].text

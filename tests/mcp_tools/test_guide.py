@@ -80,3 +80,19 @@ def test_the_guides_look_good_example_is_valid_and_its_page_has_every_hint(user,
     assert '<figure class="chart' in html  # the chart
     assert re.search(r'<select id="m-tag_expense-expense" name="expense" class="picker"', html)  # a picker
     assert "Expense tags" not in html and "expense_tags" not in html  # hidden
+
+
+def test_the_guides_open_app_examples_are_valid_calls():
+    from jsonschema import Draft202012Validator
+
+    from mcp_tools.registry import tool_named
+
+    section = re.search(r"## Show the app to the person: `open_app`\n(.*?)\n## ", guide_text(), re.S)
+    assert section is not None
+    block = re.search(r"```json\n(.*?)```", section.group(1), re.S).group(1)
+    calls = [json.loads(text) for text in re.findall(r"^\{.*?\}\}$", block, re.S | re.M)]
+    assert [call["name"] for call in calls] == ["open_app", "open_app"]
+    validator = Draft202012Validator(tool_named("open_app").contract["inputSchema"])
+    for call in calls:
+        assert list(validator.iter_errors(call["arguments"])) == []
+    assert calls[1]["arguments"]["view"] == "list_expenses"

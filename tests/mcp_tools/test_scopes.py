@@ -20,6 +20,7 @@ from tests.mcp_tools.test_endpoint import ACCEPT, INIT_2025, META
 EXPECTED_SCOPES = {
     "list_apps": "apps:read",
     "get_app": "apps:read",
+    "open_app": "apps:read",
     "query_app": "apps:read",
     "mutate_app": "apps:write",
     "send_feedback": "apps:write",
@@ -55,6 +56,7 @@ def arguments_for(name: str, app_id: str) -> dict:
     return {
         "list_apps": {},
         "get_app": {"app_id": app_id},
+        "open_app": {"app_id": app_id},
         "query_app": {"app_id": app_id, "op": "list", "params": {}},
         "mutate_app": {"app_id": app_id, "op": "add", "params": {}},
         "send_feedback": {"app_id": app_id, "body": "hello"},
