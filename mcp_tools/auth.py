@@ -45,8 +45,9 @@ CLIENT_ID = "charming-api-token"
 class Caller:
     """Who is calling and what their credential allows.
 
-    `scopes` are the scopes granted to the token (OAuth or personal): tools/list shows only the tools they
-    allow, and a tools/call of another tool is refused with 403 before the SDK sees it (`refuse_out_of_scope`).
+    `scopes` are the scopes granted to the token (OAuth or personal): a tools/call of a tool outside them is
+    refused with 403 insufficient_scope before the SDK sees it (`refuse_out_of_scope`). tools/list shows the
+    tools of `listed_scopes`.
     """
 
     user: Any
@@ -54,6 +55,13 @@ class Caller:
     scopes: frozenset[str] = ALL_SCOPES
     client_id: str = CLIENT_ID
     kind: str = "api-token"
+
+    @property
+    def listed_scopes(self) -> frozenset[str]:
+        """The scopes whose tools tools/list shows. An OAuth host can step up to any scope on the 403 (the person
+        approves it on the consent page), so it sees every tool; a personal token cannot, so it keeps the scopes
+        its owner chose."""
+        return ALL_SCOPES if self.kind == "oauth" else self.scopes
 
 
 current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("charming_mcp_caller", default=None)

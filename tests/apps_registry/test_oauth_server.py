@@ -88,6 +88,18 @@ def test_the_consent_page_names_the_client_its_redirect_and_each_scope_in_plain_
     assert "Delete your apps" not in html
 
 
+def test_the_consent_page_says_plainly_when_it_grants_deletion(browser, client_id):
+    without = consent_page(browser, client_id).content.decode()
+    page = consent_page(browser, client_id, scope="apps:read apps:write apps:delete").content.decode()
+    stepped_up = " ".join(page.split())
+
+    assert 'id="grants-deletion"' not in without
+    assert "Delete your apps" in stepped_up
+    assert "This grants deletion:" in stepped_up
+    assert "Test host will be able to delete your apps permanently, with the data stored in them." in stepped_up
+    assert "A deleted app cannot be restored." in stepped_up
+
+
 def test_the_consent_page_lets_its_form_redirect_to_the_clients_registered_origin_only(browser, client_id):
     page = consent_page(browser, client_id)
     refused = browser.get("/oauth/authorize/", {"client_id": client_id, "redirect_uri": "http://127.0.0.1:9/elsewhere"})

@@ -8,12 +8,14 @@ Then it calls tools in both protocol versions, refreshes, and is refused once th
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx2
+import mcp_types as types
 import pytest
 from django.test import Client as DjangoClient
 from mcp import Client
@@ -23,9 +25,10 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 from oauth2_provider.models import AccessToken, Application
 
 from apps_registry.models import App
+from mcp_tools.registry import TOOLS
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.factories import UserFactory, make_app
-from tests.mcp_tools.conftest import LEGACY, MODERN, LiveServer
+from tests.mcp_tools.conftest import LEGACY, MODERN, MODES, LiveServer
 
 pytestmark = [
     pytest.mark.browser,
@@ -288,9 +291,10 @@ class NarrowingBrowser(SignedInBrowser):
         await super().redirect_handler(parts._replace(query=urlencode(query, doseq=True)).geturl())
 
 
-def test_a_read_only_grant_lists_only_read_tools_is_refused_a_write_with_403_and_steps_up(public_url):
-    """The Done-when of issue 9 with a read-only grant, then the step-up a host performs on the 403: to apps:write,
-    then to apps:delete (which the 401's least-privilege default leaves out)."""
+def test_a_read_only_grant_lists_every_tool_is_refused_a_write_with_403_and_steps_up(public_url):
+    """The Done-when of issue 9 with a read-only grant (which, being OAuth, lists every tool), then the step-up a
+    host performs on the 403: to apps:write, then to apps:delete (which the 401's least-privilege default leaves
+    out)."""
     server = public_url
     user = UserFactory(username="alice")
     user.set_password(PASSWORD)
@@ -366,7 +370,8 @@ def test_a_read_only_grant_lists_only_read_tools_is_refused_a_write_with_403_and
     seen = asyncio.run(asyncio.wait_for(scenario(), timeout=180))
 
     assert seen["granted"] == "apps:read"
-    assert seen["legacy"] == seen["modern"] == ["list_apps", "get_app", "query_app"]
+    # An OAuth host sees every tool, whatever it was granted: it can step up to any of them on the 403.
+    assert seen["legacy"] == seen["modern"] == [tool.name for tool in TOOLS]
     refused = seen["write"]
     assert refused.status_code == 403
     assert refused.headers["www-authenticate"] == (
@@ -382,28 +387,23 @@ def test_a_read_only_grant_lists_only_read_tools_is_refused_a_write_with_403_and
     assert seen["feedback"].is_error is not True and seen["feedback"].structured_content["ok"] is True
     scope, tools = seen["after_write_step_up"]
     assert set(scope.split()) == {"apps:read", "apps:write"}
-    assert tools == [
-        "list_apps",
-        "get_app",
-        "query_app",
-        "mutate_app",
-        "send_feedback",
-        "create_app",
-        "update_app",
-        "get_app_source",
-        "check_app",
-    ]
+    assert tools == [tool.name for tool in TOOLS]
     assert set(seen["after_delete_step_up"].split()) == {"apps:read", "apps:write", "apps:delete"}
     assert seen["delete"].is_error is not True and seen["delete"].structured_content["deleted"] is True
     assert not App.objects.filter(pk=app.pk).exists()
 
 
-def test_the_401_challenge_asks_for_read_and_write_only_so_hosts_do_not_ask_for_delete(public_url):
-    """The SDK requests the scope the 401 names (MCP's scope selection), so a default connection cannot delete."""
+@pytest.mark.parametrize("mode", MODES)
+def test_from_the_bare_url_a_host_lists_delete_app_steps_up_on_its_call_and_deletes_it_confirmed(public_url, mode):
+    """The Done-when of issue 24 item 1: the default 401 challenge grants apps:read apps:write (no deletion up front),
+    tools/list still shows delete_app, its call meets the 403 for apps:delete, the SDK authorizes again, the person
+    approves a consent page that says it grants deletion, and the retried call asks for confirmation and deletes."""
     server = public_url
     user = UserFactory(username="alice")
-    session = DjangoClient()
-    session.force_login(user)
+    user.set_password(PASSWORD)
+    user.save()
+    app = make_app(owner=user, name="Alice's budget")
+    kept = make_app(owner=user, name="Alice's notes")
     storage = MemoryStorage()
     metadata = OAuthClientMetadata(
         client_name="Test host",
@@ -412,9 +412,15 @@ def test_the_401_challenge_asks_for_read_and_write_only_so_hosts_do_not_ask_for_
         response_types=["code"],
         token_endpoint_auth_method="none",
     )
+    prompts: list[str] = []
 
-    async def scenario() -> list[str]:
-        async with SignedInBrowser(server.base_url, session.cookies["sessionid"].value) as browser:
+    async def confirm(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        prompts.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async def scenario() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        async with SignedInBrowser(server.base_url, login=("alice", PASSWORD)) as browser:
             auth = OAuthClientProvider(
                 server.mcp_url,
                 metadata,
@@ -423,10 +429,26 @@ def test_the_401_challenge_asks_for_read_and_write_only_so_hosts_do_not_ask_for_
                 callback_handler=browser.callback_handler,
             )
             http = httpx2.AsyncClient(auth=auth, timeout=30)
-            async with http, Client(streamable_http_client(server.mcp_url, http_client=http), mode=MODERN) as client:
-                return [tool.name for tool in (await client.list_tools()).tools]
+            transport = streamable_http_client(server.mcp_url, http_client=http)
+            async with http, Client(transport, mode=mode, elicitation_callback=confirm) as client:
+                seen["tools"] = [tool.name for tool in (await client.list_tools()).tools]
+                assert storage.tokens is not None
+                seen["granted"] = storage.tokens.scope
+                seen["delete"] = await client.call_tool("delete_app", {"app_id": str(app.id)})
+                seen["stepped_up"] = storage.tokens.scope
+            seen["consent_pages"] = [" ".join(re.sub("<[^>]+>", "", page).split()) for page in browser.consent_pages]
+        return seen
 
-    tools = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
+    seen = asyncio.run(asyncio.wait_for(scenario(), timeout=150))
 
-    assert storage.tokens is not None and set(storage.tokens.scope.split()) == {"apps:read", "apps:write"}
-    assert "delete_app" not in tools and "mutate_app" in tools
+    assert set(seen["granted"].split()) == {"apps:read", "apps:write"}
+    assert "delete_app" in seen["tools"] and "mutate_app" in seen["tools"]
+    first, step_up = seen["consent_pages"]
+    assert "This grants deletion" not in first
+    assert "This grants deletion: Test host will be able to delete your apps permanently" in step_up
+    assert set(seen["stepped_up"].split()) == {"apps:read", "apps:write", "apps:delete"}
+    assert len(prompts) == 1 and "Alice's budget" in prompts[0]
+    assert seen["delete"].is_error is not True, seen["delete"]
+    assert seen["delete"].structured_content == {"ok": True, "id": str(app.id), "deleted": True}
+    assert not App.objects.filter(pk=app.pk).exists()
+    assert App.objects.filter(pk=kept.pk).exists()
