@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from apps_registry.access import ALL_SCOPES, CHALLENGE_SCOPES, scope_refusal_message
 from apps_registry.authentication import bearer_token_from_header, is_personal_token
 from apps_registry.exceptions import AuthenticationFailed, DatabaseUnavailable, RateLimited, database_unavailable
+from apps_registry.oauth.policy import mcp_resource_url
 from apps_registry.redaction import RedactingFilter
 from apps_registry.services.oauth import oauth_token_authenticate
 from apps_registry.services.tokens import token_authenticate
@@ -69,7 +70,7 @@ current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("
 
 def resource_url() -> str:
     """The protected resource: the /mcp URL clients use."""
-    return f"{settings.CHARMING_PUBLIC_URL}/mcp"
+    return mcp_resource_url()
 
 
 def resource_metadata_url() -> str:
@@ -81,7 +82,7 @@ def _authenticate(header: str | None) -> Caller:
     if header and plaintext is None:
         raise AuthenticationFailed("Malformed Authorization header: expected 'Bearer <token>'.")
     if plaintext is not None and not is_personal_token(plaintext):
-        access = oauth_token_authenticate(plaintext=plaintext, resource=resource_url())
+        access = oauth_token_authenticate(plaintext=plaintext, resource=resource_url(), exact_audience=True)
         return Caller(
             user=access.user, token_id=access.token_id, scopes=access.scopes, client_id=access.client_id, kind="oauth"
         )

@@ -15,6 +15,7 @@ from oauth2_provider.models import AccessToken, RefreshToken
 from tests.oauth_helpers import (
     REDIRECT_URI,
     authorize,
+    basic_auth,
     consent_page,
     exchange,
     mcp_resource,
@@ -153,6 +154,31 @@ def _redirected_error(response) -> dict[str, list[str]]:
     return parse_qs(urlsplit(response["Location"]).query)
 
 
+@pytest.mark.parametrize("method", ["client_secret_basic", "client_secret_post"])
+def test_a_confidential_client_exchanges_its_code_with_its_secret_and_not_without(browser, method):
+    registered = register_ok(Client(), token_endpoint_auth_method=method)
+    client_id, secret = registered["client_id"], registered["client_secret"]
+
+    def with_secret(value: str) -> dict:
+        if method == "client_secret_basic":
+            return {"headers": basic_auth(client_id, value)}
+        return {"client_secret": value}
+
+    refused = [
+        exchange(Client(), client_id, authorize(browser, client_id)),
+        exchange(Client(), client_id, authorize(browser, client_id), **with_secret(secret + "x")),
+    ]
+    accepted = exchange(Client(), client_id, authorize(browser, client_id), **with_secret(secret))
+
+    for response in refused:
+        assert response.status_code == 401, response.content
+        assert response.json()["error"] == "invalid_client"
+        assert secret not in response.content.decode()
+    assert accepted.status_code == 200, accepted.content
+    assert accepted.json()["scope"] == "apps:read apps:write"
+    assert secret not in accepted.content.decode()
+
+
 def test_pkce_is_required(browser, client_id):
     query = _redirected_error(consent_page(browser, client_id, code_challenge=None, code_challenge_method=None))
 
@@ -160,6 +186,32 @@ def test_pkce_is_required(browser, client_id):
     assert query["error"] == ["invalid_request"]
     assert "code challenge required" in query["error_description"][0].lower()
     assert query["iss"] == ["http://127.0.0.1:8000"]  # RFC 9207: error responses name the issuer too
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error"),
+    [
+        ({"code_challenge": None, "code_challenge_method": None}, "invalid_request"),
+        ({"code_challenge": "a" * 50, "code_challenge_method": "plain"}, "invalid_request"),
+        ({"scope": "apps:everything"}, "invalid_scope"),
+        ({"response_type": "token"}, "unauthorized_client"),
+        ({"resource": "https://other.example/mcp"}, "invalid_target"),
+    ],
+)
+def test_every_error_redirect_of_the_authorization_endpoint_names_the_issuer_once(browser, client_id, overrides, error):
+    """RFC 9207 section 2: iss on every authorization response, errors included."""
+    query = _redirected_error(consent_page(browser, client_id, **overrides))
+
+    assert query["error"] == [error]
+    assert query["iss"] == ["http://127.0.0.1:8000"]
+    assert query["state"] == ["st-1"]
+
+
+def test_a_person_not_signed_in_asked_with_prompt_none_is_redirected_with_login_required_and_the_issuer(client_id):
+    query = _redirected_error(consent_page(Client(), client_id, prompt="none"))
+
+    assert query["error"] == ["login_required"]
+    assert query["iss"] == ["http://127.0.0.1:8000"]
 
 
 def test_plain_pkce_is_refused(browser, client_id):

@@ -22,7 +22,7 @@ from mcp import Client
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from oauth2_provider.models import AccessToken, Application
+from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from apps_registry.models import App
 from mcp_tools.registry import TOOLS
@@ -270,6 +270,54 @@ def test_the_sdk_client_connects_with_a_client_id_metadata_document_instead_of_r
     assert Application.objects.get(client_id=client_id).registration_source == "cimd"
     assert not Application.objects.filter(registration_source="dcr").exists()
     cache.clear()
+
+
+@pytest.mark.parametrize("method", ["none", "client_secret_basic", "client_secret_post"])
+def test_a_client_registering_with_each_advertised_auth_method_connects_end_to_end(public_url, method):
+    """The Done-when of issue 24 item 2: the SDK client registers (DCR) with the method, a person approves in
+    Chromium, the client exchanges its code (and later refreshes) authenticating as registered, and calls /mcp."""
+    server = public_url
+    advertised = DjangoClient().get("/.well-known/oauth-authorization-server").json()
+    assert method in advertised["token_endpoint_auth_methods_supported"]
+    user = UserFactory(username="alice")
+    session = DjangoClient()
+    session.force_login(user)
+    make_app(owner=user, name="Alice's budget")
+    storage = MemoryStorage()
+    metadata = OAuthClientMetadata(
+        client_name="Test host",
+        redirect_uris=[CALLBACK],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method=method,
+    )
+
+    async def scenario() -> tuple[list[str], list[str], list[str]]:
+        async with SignedInBrowser(server.base_url, session.cookies["sessionid"].value) as browser:
+            auth = OAuthClientProvider(
+                server.mcp_url,
+                metadata,
+                storage,
+                redirect_handler=browser.redirect_handler,
+                callback_handler=browser.callback_handler,
+            )
+            first = await _list_apps(server, auth, MODERN)
+            assert storage.tokens is not None
+            access_tokens = [storage.tokens.access_token]
+            auth.context.token_expiry_time = time.time() - 1  # the refresh authenticates the client too
+            after_refresh = await _list_apps(server, auth, LEGACY)
+            access_tokens.append(storage.tokens.access_token)
+            return first, after_refresh, access_tokens
+
+    first, after_refresh, access_tokens = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
+
+    assert first == after_refresh == ["Alice's budget"]
+    assert access_tokens[0] != access_tokens[1]
+    assert storage.client_info is not None and storage.client_info.token_endpoint_auth_method == method
+    assert (storage.client_info.client_secret is None) == (method == "none")
+    application = Application.objects.get(client_id=storage.client_info.client_id)
+    assert application.client_type == ("public" if method == "none" else "confidential")
+    assert RefreshToken.objects.filter(application=application, revoked__isnull=False).count() == 1  # rotated once
 
 
 class NarrowingBrowser(SignedInBrowser):

@@ -83,6 +83,34 @@ def test_a_token_for_another_resource_is_refused(live, alice_oauth):
     )
 
 
+def test_a_token_for_the_site_root_is_refused_although_mcp_lies_under_it(live, alice_oauth):
+    token = alice_oauth(resource="http://127.0.0.1:8000")["access_token"]
+
+    assert _refusal(live, token)["error_description"] == (
+        "Token issued for another resource: it is valid for http://127.0.0.1:8000, not "
+        "http://127.0.0.1:8000/mcp. Request a token with resource=http://127.0.0.1:8000/mcp."
+    )
+
+
+def test_a_client_naming_no_resource_gets_a_token_for_mcp(live, alice_oauth):
+    token = alice_oauth(resource=None)["access_token"]
+
+    response = post(live.mcp_url, LIST_2026, {**HEADERS_2026, "Authorization": f"Bearer {token}"})
+
+    assert response.status_code == 200, response.text
+    assert AccessToken.objects.get(user=alice_oauth.user).resource == ["http://127.0.0.1:8000/mcp"]
+
+
+def test_a_token_with_no_audience_is_refused(live, alice_oauth):
+    token = alice_oauth()["access_token"]
+    AccessToken.objects.filter(user=alice_oauth.user).update(resource=[])  # issued before audiences were set
+
+    assert _refusal(live, token)["error_description"] == (
+        "Token issued for another resource: it is valid for no resource in particular, not "
+        "http://127.0.0.1:8000/mcp. Request a token with resource=http://127.0.0.1:8000/mcp."
+    )
+
+
 def test_an_expired_token_is_refused(live, alice_oauth):
     token = alice_oauth()["access_token"]
     AccessToken.objects.filter(user=alice_oauth.user).update(expires=timezone.now() - timedelta(seconds=1))
