@@ -53,10 +53,6 @@ ENVELOPE_CONTRACT = {"query": "query_app", "mutation": "mutate_app"}
 SESSIONS_REMEMBERED = 100_000
 
 
-def app_mcp_path(app_id: object) -> str:
-    return f"/mcp/apps/{app_id}"
-
-
 @dataclass(frozen=True)
 class AppRoutes:
     """The app a request to /mcp/apps/<id> is for, as its caller sees it: its version and each route's kind."""

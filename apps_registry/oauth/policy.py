@@ -67,8 +67,13 @@ def redirect_uris_problem(uris: object) -> str | None:
 
 
 def mcp_resource_url() -> str:
-    """The MCP endpoint as an RFC 8707 resource: the audience of every token /mcp accepts."""
+    """The MCP endpoint as an RFC 8707 resource: the audience of every token /mcp (and /mcp/apps/<id>) accepts."""
     return f"{settings.CHARMING_PUBLIC_URL}/mcp"
+
+
+def app_mcp_url(app_id: object) -> str:
+    """The MCP server of one app (mcp_tools/app_server.py), part of the /mcp resource."""
+    return f"{mcp_resource_url()}/apps/{app_id}"
 
 
 def resource_problem(resources: list[str]) -> str | None:

@@ -44,3 +44,16 @@ def test_the_guides_patterns_app_is_valid_and_its_tests_pass(user):
     assert [(r.name, r.passed, r.failures) for r in checked.tests if not r.passed] == []
     assert len(checked.tests) == 8
     assert [a.kind for a in checked.advisories] == []
+
+
+def test_the_guides_per_app_server_example_is_what_the_server_lists(user):
+    from apps_registry.services.definitions import app_definition_save
+    from mcp_tools.app_server import tool_for_route
+
+    example = re.search(r"## A complete small app\n\n```json\n(.*?)```", guide_text(), re.S)
+    listed = re.search(r"## Each app is its own MCP server\n.*?```json\n(.*?)```", guide_text(), re.S)
+    assert example is not None and listed is not None
+    app = app_definition_save(actor=user, definition=json.loads(example.group(1)))
+    served = [tool_for_route(str(app.id), route) for route in app.routes.order_by("name")]
+    shown = json.loads(listed.group(1))["tools"]
+    assert [{key: tool[key] for key in ("name", "description", "annotations")} for tool in served] == shown
