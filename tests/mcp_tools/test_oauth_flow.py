@@ -500,3 +500,48 @@ def test_from_the_bare_url_a_host_lists_delete_app_steps_up_on_its_call_and_dele
     assert seen["delete"].structured_content == {"ok": True, "id": str(app.id), "deleted": True}
     assert not App.objects.filter(pk=app.pk).exists()
     assert App.objects.filter(pk=kept.pk).exists()
+
+
+def test_the_sdk_client_connects_to_an_apps_own_server_through_oauth_from_its_bare_url(public_url):
+    """/mcp/apps/<id> answers 401 pointing at /mcp's resource metadata; the SDK accepts it (the app's URL lies under
+    the resource), runs the flow with the default challenge, and calls the app's routes as tools."""
+    from apps_registry.services.definitions import app_definition_save
+    from tests.mcp_tools.test_mutate_app import DEFINITION
+
+    server = public_url
+    user = UserFactory(username="alice")
+    session = DjangoClient()
+    session.force_login(user)
+    app = app_definition_save(actor=user, definition=DEFINITION)
+    url = f"{server.base_url}/mcp/apps/{app.id}"
+    storage = MemoryStorage()
+    metadata = OAuthClientMetadata(
+        client_name="Test host",
+        redirect_uris=[CALLBACK],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+    )
+
+    async def scenario() -> tuple[list[str], Any, Any]:
+        async with SignedInBrowser(server.base_url, session.cookies["sessionid"].value) as browser:
+            auth = OAuthClientProvider(
+                url,
+                metadata,
+                storage,
+                redirect_handler=browser.redirect_handler,
+                callback_handler=browser.callback_handler,
+            )
+            http = httpx2.AsyncClient(auth=auth, timeout=30)
+            async with http, Client(streamable_http_client(url, http_client=http), mode=MODERN) as client:
+                tools = [tool.name for tool in (await client.list_tools()).tools]
+                added = await client.call_tool("add_expense", {"amount": 3.5, "category": "tea"})
+                counted = await client.call_tool("count_expenses", {})
+            return tools, added, counted
+
+    tools, added, counted = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
+
+    assert tools == ["add_expense", "broken", "count_expenses", "rename_expense"]
+    assert added.structured_content["ok"] is True
+    assert counted.structured_content == {"ok": True, "value": {"n": 1}}
+    assert AccessToken.objects.get(user=user).resource == [f"{server.base_url}/mcp"]
