@@ -113,9 +113,11 @@ def tool_for_route(app_id: str, route: Route) -> dict[str, Any]:
     return tool
 
 
-def _tools_of(user: Any, app_id: str) -> tuple[int, list[dict[str, Any]]]:
+def _tools_of(user: Any, app_id: str, scopes: frozenset[str]) -> tuple[int, list[dict[str, Any]]]:
+    """The app's version and the tools of its routes whose scope is in `scopes` (Caller.listed_scopes)."""
     app, _role = app_for(actor=user, app_id=app_id, need="read")
-    return app.version, [tool_for_route(str(app.id), route) for route in selectors.routes_of(app)]
+    routes = [route for route in selectors.routes_of(app) if KIND_SCOPE[route.kind] in scopes]
+    return app.version, [tool_for_route(str(app.id), route) for route in routes]
 
 
 # The definition version each 2025-11-25 session (by id) last listed or was told changed: a session is sent
@@ -143,7 +145,7 @@ async def list_tools(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
     caller, app = current_caller_and_app()
-    version, tools = await db(_tools_of, caller.user, app.app_id)
+    version, tools = await db(_tools_of, caller.user, app.app_id, caller.listed_scopes)
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
         return types.ListToolsResult.model_validate({"tools": tools, "ttlMs": 0, "cacheScope": "private"})
     if app.session_id is not None:

@@ -10,6 +10,7 @@ from typing import Any
 import httpx2
 import mcp_types as types
 import pytest
+from django.test import Client as DjangoClient
 from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -22,6 +23,7 @@ from apps_registry.services.tokens import token_create
 from tests.factories import UserFactory
 from tests.mcp_tools.conftest import LEGACY, MODERN, MODES, make_agent, run
 from tests.mcp_tools.test_mutate_app import DEFINITION
+from tests.oauth_helpers import register_ok, tokens_for
 
 RESOURCE_METADATA = "http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"
 
@@ -168,6 +170,34 @@ def test_without_a_token_the_401_points_at_the_mcp_resource(live, budget):
 
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith(f'Bearer resource_metadata="{RESOURCE_METADATA}"')
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_read_only_personal_token_lists_only_the_query_tools(live, alice, budget, mode):
+    token = token_create(user=alice.user, name="read only", scopes=["apps:read"]).plaintext
+
+    assert sorted(tools_of(live, budget, token, mode)) == ["count_expenses"]
+
+
+def test_a_read_only_oauth_token_lists_every_route_and_is_refused_a_mutation_with_the_step_up(live, alice, budget):
+    browser = DjangoClient()
+    browser.force_login(alice.user)
+    client_id = register_ok(DjangoClient())["client_id"]
+    token = tokens_for(browser, client_id, scope="apps:read")["access_token"]
+
+    listed = tools_of(live, budget, token, MODERN)
+    refused = httpx2.post(
+        app_url(live, budget),
+        json={"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "add_expense", "arguments": {}}},
+        headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
+    )
+
+    assert sorted(listed) == ["add_expense", "broken", "count_expenses", "rename_expense"]
+    assert refused.status_code == 403
+    assert refused.headers["www-authenticate"] == (
+        f'Bearer error="insufficient_scope", scope="apps:write", resource_metadata="{RESOURCE_METADATA}"'
+    )
+    assert refused.json()["id"] == 7
 
 
 @pytest.mark.parametrize("mode", MODES)
