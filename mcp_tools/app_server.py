@@ -85,7 +85,8 @@ def _value_schema(output_schema: dict[str, Any] | None, generic: dict[str, Any],
         schema["$id"] = where
     else:
         schema.pop("$schema", None)
-    return {**schema, "description": generic.get("description", "")} if "description" not in schema else schema
+    schema.setdefault("description", generic["description"])
+    return schema
 
 
 def tool_for_route(app_id: str, route: Route) -> dict[str, Any]:
@@ -99,7 +100,8 @@ def tool_for_route(app_id: str, route: Route) -> dict[str, Any]:
     tool: dict[str, Any] = {
         "name": route.name,
         "description": route.description or f"The {route.kind} {route.name} of this app.",
-        "inputSchema": route.input_schema or {"type": "object"},
+        # MCP wants an object schema; a route's params are always an object, whether or not its schema says so.
+        "inputSchema": {"type": "object", **(route.input_schema or {})},
         "outputSchema": output,
         "annotations": {
             "readOnlyHint": effects.read_only,
