@@ -38,7 +38,7 @@ from apps_registry.models import Route
 from apps_registry.redaction import redact
 from apps_registry.routes.effects import route_effects
 from apps_registry.values import clip_repr
-from mcp_tools.auth import BearerAuth, Caller, run_as
+from mcp_tools.auth import BearerAuth, Caller, current_caller, run_as
 from mcp_tools.contracts import contract_load
 from mcp_tools.http import send_json
 from mcp_tools.results import envelope_error, error_result
@@ -188,8 +188,6 @@ def _mutation_refused(app: AppRoutes) -> ToolResult:
 
 
 def current_caller_and_app() -> tuple[Caller, AppRoutes]:
-    from mcp_tools.auth import current_caller
-
     caller, app = current_caller.get(), current_app.get()
     if caller is None or app is None:  # AppBearerAuth always sets both; fail closed if it did not
         raise MCPError(code=types.INTERNAL_ERROR, message="Internal error: the request reached no app.")
