@@ -10,23 +10,29 @@ The endpoint takes the same tokens as /mcp (its protected resource, whose audien
 a request, `AppBearerAuth` authenticates it, reads the app's routes for the caller (404 when the app does not exist
 or the caller may not see it) and puts them in `current_app`; the handlers read that. A 2025-11-25 session stays
 with the app it was opened on, and is sent notifications/tools/list_changed when the app's definition changed since
-it last listed the tools.
+it last listed the tools; on 2026-07-28, a subscriptions/listen stream watches the app's version and carries the
+same notification.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import copy
 import dataclasses
 import json
+import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
+from django.conf import settings
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import ListenHandler, ServerEvent, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
@@ -44,6 +50,8 @@ from mcp_tools.http import send_json
 from mcp_tools.results import envelope_error, error_result
 from mcp_tools.sessions import UserCappedSessionManager
 from mcp_tools.tools import ToolCall, ToolResult, db, run_route
+
+logger = logging.getLogger(__name__)
 
 APP_PATH = re.compile(r"^/mcp/apps/(?P<app_id>[^/]+)/?$")
 SERVER_NAME = "charming-app"
@@ -194,6 +202,68 @@ def current_caller_and_app() -> tuple[Caller, AppRoutes]:
     return caller, app
 
 
+class AppVersionBus:
+    """The per-app servers' subscriptions/listen events: nothing publishes; each stream watches its own app's
+    definition version (a save in any worker, by any transport, moves it) and hears ToolsListChanged when it moves."""
+
+    async def publish(self, event: ServerEvent) -> None:
+        return None
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        # Called by the listen handler in the request's context, where AppBearerAuth put the caller and the app.
+        caller, app = current_caller_and_app()
+        watch = asyncio.get_running_loop().create_task(_watch_version(caller, app, listener))
+
+        def unsubscribe() -> None:
+            watch.cancel()
+
+        return unsubscribe
+
+
+async def _watch_version(caller: Caller, app: AppRoutes, listener: Callable[[ServerEvent], None]) -> None:
+    version = app.version
+    while True:
+        await asyncio.sleep(float(settings.CHARMING_MCP_APP_LISTEN_POLL_SECONDS))
+        try:
+            current = (await db(app_routes_for, caller.user, app.app_id)).version
+        except NotFound:
+            return  # the caller can no longer see the app: nothing more to tell
+        except Exception as error:  # noqa: BLE001 - an outage: try again at the next tick
+            logger.warning("listen stream of app %s could not read its version (%s)", app.app_id, error)
+            continue
+        if current != version:
+            version = current
+            listener(ToolsListChanged())
+
+
+class UserCappedListenHandler(ListenHandler):
+    """The SDK's listen handler with at most CHARMING_MCP_APP_LISTENS_PER_USER open streams per user (each polls)."""
+
+    def __init__(self, bus: AppVersionBus) -> None:
+        super().__init__(bus)
+        self._open_per_user: dict[str, int] = {}
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        caller, _app = current_caller_and_app()
+        user = str(caller.user.pk)
+        cap = int(settings.CHARMING_MCP_APP_LISTENS_PER_USER)
+        if self._open_per_user.get(user, 0) >= cap:
+            raise MCPError(
+                code=types.INVALID_REQUEST,
+                message=f"You already have {cap} listen streams open on app servers "
+                "(CHARMING_MCP_APP_LISTENS_PER_USER); close one before opening another.",
+            )
+        self._open_per_user[user] = self._open_per_user.get(user, 0) + 1
+        try:
+            return await super().__call__(ctx, params)
+        finally:
+            self._open_per_user[user] -= 1
+            if not self._open_per_user[user]:
+                del self._open_per_user[user]
+
+
 class AppServer(Server[Any]):
     def create_initialization_options(self, *args: Any, **kwargs: Any) -> InitializationOptions:
         # 2025-11-25 sessions are told when the app's routes change (notifications/tools/list_changed).
@@ -215,6 +285,7 @@ def app_server_build() -> AppServer:
         ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_subscriptions_listen=UserCappedListenHandler(AppVersionBus()),
     )
     without_telemetry(server)
     return server

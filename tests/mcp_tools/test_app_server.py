@@ -307,3 +307,63 @@ def test_a_user_without_apps_gets_404_not_a_server_error(live, budget):
     response = httpx2.get(app_url(live, budget), headers={"Authorization": f"Bearer {token}"})
 
     assert response.status_code == 404
+
+
+def _definition_with_a_new_route() -> dict:
+    definition = copy.deepcopy(DEFINITION)
+    definition["routes"]["sum_expenses"] = {
+        "kind": "query",
+        "description": "The total spent.",
+        "input": {"type": "object"},
+        "output": {"type": "object", "properties": {"total": {"type": "number"}}},
+        "steps": [{"sum": {"collection": "expenses", "field": "amount"}, "as": "t"}, {"return": "{'total': t}"}],
+    }
+    return definition
+
+
+def test_a_2026_listen_stream_hears_when_the_apps_routes_change(live, alice, budget, settings):
+    settings.CHARMING_MCP_APP_LISTEN_POLL_SECONDS = 0.2
+
+    async def go() -> tuple[Any, list[str]]:
+        async with app_client(live, budget, alice.token, MODERN) as client:
+            async with client.listen(tools_list_changed=True) as subscription:
+                await asyncio.to_thread(
+                    app_definition_save,
+                    actor=alice.user,
+                    definition=_definition_with_a_new_route(),
+                    app_id=budget.id,
+                    allow_failing_tests=True,
+                )
+                event = await asyncio.wait_for(subscription.__anext__(), timeout=10)
+            return event, [tool.name for tool in (await client.list_tools()).tools]
+
+    event, after = run(go())
+
+    assert type(event).__name__ == "ToolsListChanged"
+    assert "sum_expenses" in after
+
+
+def test_a_user_keeps_only_so_many_listen_streams_open(live, alice, budget, settings):
+    settings.CHARMING_MCP_APP_LISTENS_PER_USER = 1
+
+    async def go() -> BaseException:
+        async with (
+            app_client(live, budget, alice.token, MODERN) as first,
+            app_client(live, budget, alice.token, MODERN) as second,
+            first.listen(tools_list_changed=True),
+        ):
+            try:
+                async with second.listen(tools_list_changed=True):
+                    pass
+            except BaseException as raised:  # noqa: BLE001
+                return raised
+        raise AssertionError("a second stream was opened")
+
+    raised = run(go())
+    while isinstance(raised, BaseExceptionGroup) and len(raised.exceptions) == 1:
+        raised = raised.exceptions[0]
+    assert isinstance(raised, MCPError)
+    assert raised.error.message == (
+        "You already have 1 listen streams open on app servers (CHARMING_MCP_APP_LISTENS_PER_USER); close one "
+        "before opening another."
+    )
