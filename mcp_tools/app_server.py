@@ -29,6 +29,7 @@ from typing import Any
 
 import mcp_types as types
 from django.conf import settings
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
@@ -273,7 +274,7 @@ class AppServer(Server[Any]):
 
 
 def app_server_build() -> AppServer:
-    from mcp_tools.server import SERVER_VERSION, without_telemetry
+    from mcp_tools.server import SERVER_VERSION
 
     server = AppServer(
         SERVER_NAME,
@@ -287,7 +288,8 @@ def app_server_build() -> AppServer:
         on_call_tool=call_tool,
         on_subscriptions_listen=UserCappedListenHandler(AppVersionBus()),
     )
-    without_telemetry(server)
+    # No OpenTelemetry spans, as on /mcp (mcp_tools/server.py says why).
+    server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
     return server
 
 

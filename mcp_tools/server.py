@@ -107,7 +107,10 @@ def server_build() -> Server[Any]:
         on_get_prompt=get_prompt,
         get_tool_input_schema=_input_schema,
     )
-    without_telemetry(server)
+    # The SDK wraps every message in an OpenTelemetry span by default ("drop it from this list to opt out", its
+    # comment says). Charming installs no exporter, so each span is a no-op that still cost ~2% of a tool call's
+    # event-loop time (docs/performance.md).
+    server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
     # Seals delete_app's requestState (2026-07-28): AES-GCM, bound to tool, arguments, user and expiry. The seal
     # outlives the confirmation by a grace period, so an expired prompt reaches mcp_tools.confirmation and gets its
     # confirmation_required "expired, call again" rather than the SDK's bare -32602.
@@ -119,13 +122,6 @@ def server_build() -> Server[Any]:
         )
     )
     return server
-
-
-def without_telemetry(server: Server[Any]) -> None:
-    # The SDK wraps every message in an OpenTelemetry span by default ("drop it from this list to opt out", its
-    # comment says). Charming installs no exporter, so each span is a no-op that still cost ~2% of a tool call's
-    # event-loop time (docs/performance.md).
-    server.middleware[:] = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
 
 
 def _origin(url: str) -> str:
