@@ -369,6 +369,9 @@ class OAuthClientRegistration(models.Model):
     )
     client_ip = models.GenericIPAddressField()
     created_at = models.DateTimeField(auto_now_add=True)
+    # RFC 7591's token_endpoint_auth_method as registered: DOT keeps only public/confidential, and accepts either
+    # secret method from a confidential client, so this is what the registration (and RFC 7592 reads) answer.
+    token_endpoint_auth_method = models.CharField(max_length=32, default="none")
 
     class Meta:
         indexes = [models.Index(fields=["client_ip", "created_at"], name="oauth_registration_ip_time")]

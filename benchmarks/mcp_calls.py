@@ -9,6 +9,7 @@ against its own SQL replayed by pgbench.
     .venv/bin/python benchmarks/mcp_calls.py --env CHARMING_SOME_SETTING=1  # extra settings for the server
     .venv/bin/python benchmarks/mcp_calls.py --servers 2          # two uvicorn processes, one per port
     .venv/bin/python benchmarks/mcp_calls.py --tree /tmp/old      # serve another checkout (older code, say)
+    .venv/bin/python benchmarks/mcp_calls.py --app-server         # also the route as a tool of /mcp/apps/<id>
 
 Each database gets a fresh one: a temporary SQLite file with the project's settings (WAL; SQLite's default
 `synchronous=FULL`, so every commit waits for the disk, which is printed), or a throw-away PostgreSQL cluster
@@ -88,6 +89,8 @@ DEFINITION = {
 }
 PARAMS = {"amount": 4.5, "category": "coffee"}
 KINDS = ("rest", "mcp-2025-11-25", "mcp-2026-07-28")
+# With --app-server: the same route called as its own tool on the app's MCP server (/mcp/apps/<id>).
+APP_KINDS = ("app-2025-11-25", "app-2026-07-28")
 # The HTTP protocol docs/operations.md serves with (an older checkout given with --tree may lack it: pass --uvicorn).
 SERVE_OPTIONS = "--http charming.serving:NoDelayHttpToolsProtocol"
 CALL_WARMUP = 3  # calls per client after its setup, before the clock starts
@@ -141,13 +144,18 @@ async def _caller(kind: str, target: Target, index: int = 0) -> AsyncIterator[Ca
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    mode = "legacy" if kind == "mcp-2025-11-25" else "2026-07-28"
+    mode = "legacy" if kind.endswith("2025-11-25") else "2026-07-28"
+    per_app = kind.startswith("app-")
+    url = f"{base}/mcp/apps/{target.app_id}" if per_app else f"{base}/mcp"
     http = httpx2.AsyncClient(headers=headers, timeout=60)
-    async with http, Client(streamable_http_client(f"{base}/mcp", http_client=http), mode=mode) as client:
+    async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
         await client.list_tools()
 
         async def mcp_call() -> Any:
-            result = await client.call_tool("mutate_app", {"app_id": target.app_id, "op": ROUTE, "params": PARAMS})
+            if per_app:
+                result = await client.call_tool(ROUTE, PARAMS)
+            else:
+                result = await client.call_tool("mutate_app", {"app_id": target.app_id, "op": ROUTE, "params": PARAMS})
             if result.is_error:
                 raise RuntimeError(f"mutate_app failed: {result.content}")
             return result.structured_content
@@ -435,7 +443,12 @@ call_command("migrate", verbosity=0)
 from django.contrib.auth import get_user_model
 from apps_registry.services.tokens import token_create
 from apps_registry.services.definitions import app_definition_save
-user = get_user_model().objects.create(username="bench")
+try:
+    from apps_registry.services.email_confirmation import email_confirmed_by_operator
+except ImportError:  # older code (--tree): no confirmation
+    email_confirmed_by_operator = lambda user: None
+user = get_user_model().objects.create(username="bench", email="bench@example.com")
+email_confirmed_by_operator(user=user)  # tokens need a confirmed address
 token = token_create(user=user, name="bench").plaintext
 app = app_definition_save(actor=user, definition=json.loads({json.dumps(json.dumps(DEFINITION))}))
 found = {{"token": token, "app_id": str(app.id)}}
@@ -562,6 +575,7 @@ def main() -> int:
     )
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="a setting for the server")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run: few calls, one repetition")
+    parser.add_argument("--app-server", action="store_true", help="also call the route as a tool of /mcp/apps/<id>")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if any("=" not in item for item in args.env):
@@ -572,6 +586,9 @@ def main() -> int:
     args.seconds = args.seconds or (2 if args.quick else 10)
     args.warmup = 10 if args.quick else 30
     args.tree = args.tree.resolve()
+    if args.app_server:
+        global KINDS
+        KINDS = (*KINDS, *APP_KINDS)
     if args.servers < 1:
         parser.error("--servers takes a positive number of processes")
     sys.path.insert(0, str(ROOT))
@@ -591,6 +608,7 @@ def main() -> int:
         forwarded = [args.mode, "--calls", str(args.calls), "--repeats", str(args.repeats), "--worker"]
         forwarded += ["--clients", ",".join(map(str, args.clients)), "--seconds", str(args.seconds)]
         forwarded += [*(["--quick"] if args.quick else []), *(["--sql-out", args.sql_out] if args.sql_out else [])]
+        forwarded += ["--app-server"] if args.app_server else []
         forwarded += [f"--env={item}" for item in args.env]
         forwarded += ["--servers", str(args.servers), "--tree", str(args.tree), f"--uvicorn={args.uvicorn}"]
         inner = shlex.join([sys.executable, str(Path(__file__).resolve()), *forwarded])

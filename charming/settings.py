@@ -296,6 +296,10 @@ CHARMING_MCP_ALLOWED_ORIGINS = env.list("CHARMING_MCP_ALLOWED_ORIGINS", default=
 CHARMING_MCP_SESSION_IDLE_SECONDS = env.int("CHARMING_MCP_SESSION_IDLE_SECONDS", default=600)
 # 2025-11-25 sessions one user may keep open in one worker; one more initialize gets HTTP 429.
 CHARMING_MCP_SESSIONS_PER_USER = env.int("CHARMING_MCP_SESSIONS_PER_USER", default=25)
+# 2026-07-28 subscriptions/listen streams of the per-app servers (/mcp/apps/<id>): how often each checks its app's
+# definition version (seconds), and how many one user may keep open in one worker (one more is refused).
+CHARMING_MCP_APP_LISTEN_POLL_SECONDS = env.float("CHARMING_MCP_APP_LISTEN_POLL_SECONDS", default=2.0)
+CHARMING_MCP_APP_LISTENS_PER_USER = env.int("CHARMING_MCP_APP_LISTENS_PER_USER", default=4)
 # 2025-11-25 sessions one client address (an IPv6 /64) may keep open in one worker, all accounts together; 0: no cap.
 CHARMING_MCP_SESSIONS_PER_ADDRESS = env.int("CHARMING_MCP_SESSIONS_PER_ADDRESS", default=250)
 # 2025-11-25 sessions one worker keeps at most; at the ceiling the session idle longest is ended for a newcomer.

@@ -7,6 +7,7 @@ itself. Serve it with an ASGI server that sends lifespan events (uvicorn does).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -16,6 +17,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from apps_registry.routes import celworker
+from mcp_tools.app_server import APP_PATH, AppBearerAuth
 from mcp_tools.auth import BearerAuth
 
 logger = logging.getLogger(__name__)
@@ -24,12 +26,23 @@ MCP_PATH = "/mcp"
 
 
 class CharmingASGI:
-    def __init__(self, django_app: Any, session_manager: StreamableHTTPSessionManager, mcp_app: Any = None) -> None:
+    def __init__(
+        self,
+        django_app: Any,
+        session_manager: StreamableHTTPSessionManager,
+        mcp_app: Any = None,
+        app_session_manager: StreamableHTTPSessionManager | None = None,
+    ) -> None:
         self.django_app = django_app
         self.session_manager = session_manager
         # Host/Origin first, so a foreign Origin gets 403 whether or not it carries a token.
         self.security = TransportSecurityMiddleware(session_manager.security_settings)
         self.mcp_app: ASGIApp = mcp_app or BearerAuth(session_manager.handle_request)
+        # /mcp/apps/<app id>: one app's routes as tools (mcp_tools.app_server), when built with its manager.
+        self.app_session_manager = app_session_manager
+        self.app_mcp_app: ASGIApp | None = (
+            AppBearerAuth(app_session_manager.handle_request) if app_session_manager is not None else None
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -42,12 +55,19 @@ class CharmingASGI:
                 return
             await self.mcp_app(scope, receive, send)
             return
+        if scope["type"] == "http" and self.app_mcp_app is not None and APP_PATH.match(scope["path"]):
+            rejection = await self.security.validate_request(Request(scope), is_post=False)
+            if rejection is not None:
+                await rejection(scope, receive, send)
+                return
+            await self.app_mcp_app(scope, receive, send)
+            return
         await self.django_app(scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()
         try:
-            async with self.session_manager.run():
+            async with self.session_manager.run(), self._app_sessions():
                 celworker.prestart()  # so the first call using a comprehension does not wait for one to start
                 await send({"type": "lifespan.startup.complete"})
                 message = await receive()  # blocks until lifespan.shutdown
@@ -58,9 +78,16 @@ class CharmingASGI:
             return
         await send({"type": "lifespan.shutdown.complete"})
 
+    def _app_sessions(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        if self.app_session_manager is None:
+            return contextlib.nullcontext()
+        return self.app_session_manager.run()
+
 
 def application_build(django_app: Any) -> CharmingASGI:
-    """The whole service: Django plus /mcp with a fresh session manager (start it via lifespan)."""
+    """The whole service: Django plus /mcp and /mcp/apps/<id>, each with a fresh session manager (started via
+    lifespan)."""
+    from mcp_tools.app_server import app_session_manager_build
     from mcp_tools.server import session_manager_build
 
-    return CharmingASGI(django_app, session_manager_build())
+    return CharmingASGI(django_app, session_manager_build(), app_session_manager=app_session_manager_build())

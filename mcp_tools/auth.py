@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from apps_registry.access import ALL_SCOPES, CHALLENGE_SCOPES, scope_refusal_message
 from apps_registry.authentication import bearer_token_from_header, is_personal_token
 from apps_registry.exceptions import AuthenticationFailed, DatabaseUnavailable, RateLimited, database_unavailable
+from apps_registry.oauth.policy import mcp_resource_url
 from apps_registry.redaction import RedactingFilter
 from apps_registry.services.oauth import oauth_token_authenticate
 from apps_registry.services.tokens import token_authenticate
@@ -45,8 +47,9 @@ CLIENT_ID = "charming-api-token"
 class Caller:
     """Who is calling and what their credential allows.
 
-    `scopes` are the scopes granted to the token (OAuth or personal): tools/list shows only the tools they
-    allow, and a tools/call of another tool is refused with 403 before the SDK sees it (`refuse_out_of_scope`).
+    `scopes` are the scopes granted to the token (OAuth or personal): a tools/call of a tool outside them is
+    refused with 403 insufficient_scope before the SDK sees it (`refuse_out_of_scope`). tools/list shows the
+    tools of `listed_scopes`.
     """
 
     user: Any
@@ -55,13 +58,20 @@ class Caller:
     client_id: str = CLIENT_ID
     kind: str = "api-token"
 
+    @property
+    def listed_scopes(self) -> frozenset[str]:
+        """The scopes whose tools tools/list shows. An OAuth host can step up to any scope on the 403 (the person
+        approves it on the consent page), so it sees every tool; a personal token cannot, so it keeps the scopes
+        its owner chose."""
+        return ALL_SCOPES if self.kind == "oauth" else self.scopes
+
 
 current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("charming_mcp_caller", default=None)
 
 
 def resource_url() -> str:
     """The protected resource: the /mcp URL clients use."""
-    return f"{settings.CHARMING_PUBLIC_URL}/mcp"
+    return mcp_resource_url()
 
 
 def resource_metadata_url() -> str:
@@ -73,7 +83,7 @@ def _authenticate(header: str | None) -> Caller:
     if header and plaintext is None:
         raise AuthenticationFailed("Malformed Authorization header: expected 'Bearer <token>'.")
     if plaintext is not None and not is_personal_token(plaintext):
-        access = oauth_token_authenticate(plaintext=plaintext, resource=resource_url())
+        access = oauth_token_authenticate(plaintext=plaintext, resource=resource_url(), exact_audience=True)
         return Caller(
             user=access.user, token_id=access.token_id, scopes=access.scopes, client_id=access.client_id, kind="oauth"
         )
@@ -117,12 +127,21 @@ def _tool_calls(body: bytes) -> list[tuple[Any, str]]:
     return calls
 
 
-def scope_missing_for(caller: Caller, body: bytes) -> tuple[Any, str] | None:
+def tool_scope(name: str) -> str | None:
+    """The scope /mcp's tool `name` takes (None for no such tool: the SDK answers that call)."""
+    tool = tool_named(name)
+    return tool.scope if tool is not None else None
+
+
+ScopeOf = Callable[[str], "str | None"]
+
+
+def scope_missing_for(caller: Caller, body: bytes, scope_of: ScopeOf = tool_scope) -> tuple[Any, str] | None:
     """(request id, scope) of the first tools/call in `body` whose tool needs a scope the caller lacks."""
     for request_id, name in _tool_calls(body):
-        tool = tool_named(name)
-        if tool is not None and tool.scope not in caller.scopes:
-            return request_id, tool.scope
+        needed = scope_of(name)
+        if needed is not None and needed not in caller.scopes:
+            return request_id, needed
     return None
 
 
@@ -138,7 +157,9 @@ async def _body_of(receive: Receive) -> tuple[bytes, bool]:
             return b"".join(chunks), False
 
 
-async def refuse_out_of_scope(caller: Caller, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+async def refuse_out_of_scope(
+    caller: Caller, app: ASGIApp, scope: Scope, receive: Receive, send: Send, scope_of: ScopeOf = tool_scope
+) -> None:
     """Answer a POSTed tools/call of a tool outside the token's scopes with HTTP 403 insufficient_scope (both
     protocol versions: on 2025-11-25 the call is a POST within the session), before the SDK answers it; pass
     every other request on with its body intact."""
@@ -146,7 +167,7 @@ async def refuse_out_of_scope(caller: Caller, app: ASGIApp, scope: Scope, receiv
         await app(scope, receive, send)
         return
     body, disconnected = await _body_of(receive)
-    missing = None if disconnected else scope_missing_for(caller, body)
+    missing = None if disconnected else scope_missing_for(caller, body, scope_of)
     if missing is not None:
         request_id, needed = missing
         message = scope_refusal_message(needed)
@@ -210,6 +231,10 @@ class BearerAuth:
             logger.warning("MCP request answered 503: the database is unavailable (%s)", error)
             await send_unavailable(send, outage)
             return
+        await self.serve(caller, scope, receive, send)
+
+    async def serve(self, caller: Caller, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the authenticated request as `caller` (mcp_tools.app_server's endpoint first finds its app)."""
         await run_as(caller, self.app, scope, receive, send)
 
 
@@ -219,13 +244,15 @@ async def send_unavailable(send: Send, outage: DatabaseUnavailable) -> None:
     await send_json(send, outage.http_status, body, {"retry-after": str(outage.retry_after_seconds)})
 
 
-async def run_as(caller: Caller, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+async def run_as(
+    caller: Caller, app: ASGIApp, scope: Scope, receive: Receive, send: Send, scope_of: ScopeOf = tool_scope
+) -> None:
     sdk_user = sdk_user_for(caller)
     scope = {**scope, "user": sdk_user}
     caller_token = current_caller.set(caller)
     sdk_token = auth_context_var.set(sdk_user)
     try:
-        await refuse_out_of_scope(caller, app, scope, receive, send)
+        await refuse_out_of_scope(caller, app, scope, receive, send, scope_of)
     finally:
         auth_context_var.reset(sdk_token)
         current_caller.reset(caller_token)

@@ -63,9 +63,9 @@ def tools_for(protocol_version: str, scopes: frozenset[str] = ALL_SCOPES) -> lis
 async def list_tools(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    # ttl 0 and private: the list depends on the token's scopes, so clients must not share caches across tokens.
+    # ttl 0 and private: the list depends on the token (Caller.listed_scopes), so clients must not share caches.
     caller = current_caller.get()
-    scopes = caller.scopes if caller is not None else frozenset()
+    scopes = caller.listed_scopes if caller is not None else frozenset()
     return types.ListToolsResult.model_validate(
         {"tools": tools_for(ctx.protocol_version, scopes), "ttlMs": 0, "cacheScope": "private"}
     )
@@ -75,7 +75,7 @@ async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolR
     caller = current_caller.get()
     tool = tool_named(params.name)
     if tool is None:
-        available = ", ".join(t.name for t in tools_allowed(caller.scopes if caller else frozenset()))
+        available = ", ".join(t.name for t in tools_allowed(caller.listed_scopes if caller else frozenset()))
         shown = clip_repr(redact(params.name))
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {shown}. Available: {available}.")
     envelope = tool.answers_envelope

@@ -13,7 +13,7 @@ import json
 import secrets
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from django.conf import settings
 from django.test import Client
@@ -104,7 +104,19 @@ def authorize(browser: Client, client_id: str, *, allow: bool = True, **override
     )
 
 
-def exchange(client: Client, client_id: str, authorization: Authorization, **overrides: Any) -> Any:
+def basic_auth(client_id: str, secret: str) -> dict[str, str]:
+    """client_secret_basic (RFC 6749 section 2.3.1): the form-encoded id and secret as HTTP Basic credentials."""
+    pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}".encode()
+    return {"HTTP_AUTHORIZATION": "Basic " + base64.b64encode(pair).decode()}
+
+
+def exchange(
+    client: Client,
+    client_id: str,
+    authorization: Authorization,
+    headers: dict[str, str] | None = None,
+    **overrides: Any,
+) -> Any:
     data = {
         "grant_type": "authorization_code",
         "code": authorization.code,
@@ -114,7 +126,9 @@ def exchange(client: Client, client_id: str, authorization: Authorization, **ove
         "resource": mcp_resource(),
         **overrides,
     }
-    return client.post("/oauth/token/", {key: value for key, value in data.items() if value is not None})
+    return client.post(
+        "/oauth/token/", {key: value for key, value in data.items() if value is not None}, **(headers or {})
+    )
 
 
 def refresh(client: Client, client_id: str, refresh_token: str, **overrides: Any) -> Any:

@@ -66,6 +66,16 @@ def redirect_uris_problem(uris: object) -> str | None:
     return None
 
 
+def mcp_resource_url() -> str:
+    """The MCP endpoint as an RFC 8707 resource: the audience of every token /mcp (and /mcp/apps/<id>) accepts."""
+    return f"{settings.CHARMING_PUBLIC_URL}/mcp"
+
+
+def app_mcp_url(app_id: object) -> str:
+    """The MCP server of one app (mcp_tools/app_server.py), part of the /mcp resource."""
+    return f"{mcp_resource_url()}/apps/{app_id}"
+
+
 def resource_problem(resources: list[str]) -> str | None:
     """Why no token is issued for these RFC 8707 resources: this server serves only URLs under its own."""
     base = settings.CHARMING_PUBLIC_URL

@@ -8,7 +8,7 @@ from typing import Any
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauthlib.oauth2.rfc6749 import errors
 
-from apps_registry.oauth.policy import resource_problem
+from apps_registry.oauth.policy import mcp_resource_url, resource_problem
 from apps_registry.services.oauth import authorization_code_redeemed, authorization_code_replay_revoke
 
 
@@ -19,6 +19,13 @@ class CharmingOAuth2Validator(OAuth2Validator):
         problem = resource_problem(list(resources))
         if problem:
             raise errors.CustomOAuth2Error(error="invalid_target", description=problem, request=request)
+
+    def _check_and_set_request_resource(self, request: Any) -> None:
+        super()._check_and_set_request_resource(request)
+        if not request.resource:
+            # RFC 8707 lets a client name no resource; its token is then for the MCP endpoint, the resource every
+            # client of this server comes for (/mcp accepts only tokens whose audience is exactly that URL).
+            request.resource = [mcp_resource_url()]
 
     def _create_refresh_token(
         self, request: Any, refresh_token_code: str, access_token: Any, previous_refresh_token: Any

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from functools import wraps
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -25,9 +27,15 @@ from oauth2_provider.views import (
 
 from apps_registry.exceptions import Forbidden
 from apps_registry.oauth.policy import redirect_uris_problem, resource_problem
+from apps_registry.oauth.scopes import SCOPES
 from apps_registry.selectors import email_status_of, oauth_clients_connected_to
 from apps_registry.services.email_confirmation import confirmed_email_require
-from apps_registry.services.oauth import oauth_client_disconnect, registration_allowed, registration_record
+from apps_registry.services.oauth import (
+    client_registration_of,
+    oauth_client_disconnect,
+    registration_allowed,
+    registration_record,
+)
 
 ALLOWED_GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 CORS_HEADERS = {
@@ -57,16 +65,34 @@ def _registration_error(error: str, description: str, status: int = 400) -> Json
     return JsonResponse({"error": error, "error_description": description}, status=status)
 
 
-def registration_metadata_problem(data: Any) -> JsonResponse | None:
+def _auth_methods() -> tuple[str, ...]:
+    """The token endpoint's client authentication methods: what the RFC 8414 metadata advertises is exactly what
+    registration accepts (DOT authenticates a confidential client by either secret method)."""
+    return tuple(oauth2_settings.OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED)
+
+
+def requested_auth_method(data: dict[str, Any], *, registered: str | None = None) -> object:
+    """The token_endpoint_auth_method a registration asks for: RFC 7591's default, client_secret_basic, when it
+    names none; on an update (RFC 7592), the one the client registered with."""
+    return data.get("token_endpoint_auth_method", registered or "client_secret_basic")
+
+
+def registration_metadata_problem(data: Any, *, registered_auth_method: str | None = None) -> JsonResponse | None:
     """Charming's registration policy (RFC 7591 error codes), checked before DOT registers the client."""
     if not isinstance(data, dict):
         return None  # DOT answers malformed bodies itself
-    auth_method = data.get("token_endpoint_auth_method", "client_secret_basic")
-    if auth_method != "none":
+    auth_method = requested_auth_method(data, registered=registered_auth_method)
+    if auth_method not in _auth_methods():
         return _registration_error(
             "invalid_client_metadata",
-            f"token_endpoint_auth_method {auth_method!r} is not offered to anonymous registration: register a "
-            'public client with "none" (PKCE protects its authorization codes).',
+            f"token_endpoint_auth_method {auth_method!r} is not supported; use one of {', '.join(_auth_methods())} "
+            '("none" for a public client, which PKCE protects; a secret method for a confidential one).',
+        )
+    if registered_auth_method is not None and auth_method != registered_auth_method:
+        return _registration_error(
+            "invalid_client_metadata",
+            f"token_endpoint_auth_method cannot change from {registered_auth_method!r} to {auth_method!r} after "
+            "registration: register a new client instead.",
         )
     grant_types = data.get("grant_types", ["authorization_code"])
     if isinstance(grant_types, list):
@@ -79,10 +105,29 @@ def registration_metadata_problem(data: Any) -> JsonResponse | None:
     response_types = data.get("response_types", ["code"])
     if isinstance(response_types, list) and any(kind != "code" for kind in response_types):
         return _registration_error("invalid_client_metadata", 'response_types must be ["code"].')
+    if "scope" in data and not isinstance(data["scope"], str):
+        message = 'scope must be a space-separated string, e.g. "apps:read apps:write".'
+        return _registration_error("invalid_client_metadata", message)
     problem = redirect_uris_problem(data.get("redirect_uris"))
     if problem:
         return _registration_error("invalid_redirect_uri", f"{problem}.")
     return None
+
+
+def registration_answer(response: HttpResponseBase, *, auth_method: str, issued_at: datetime) -> HttpResponseBase:
+    """DOT's RFC 7591/7592 answer made complete: the auth method as registered (DOT says client_secret_basic for
+    every confidential client), response_types, the scopes the client may ask for (every client may ask for
+    each; the person decides on the consent page), when its id was issued, and that a secret never expires."""
+    if response.status_code not in (200, 201):
+        return response
+    answer = json.loads(response.content)  # type: ignore[attr-defined]
+    answer["token_endpoint_auth_method"] = auth_method
+    answer["response_types"] = ["code"]
+    answer["scope"] = " ".join(SCOPES)
+    answer["client_id_issued_at"] = int(issued_at.timestamp())
+    if auth_method != "none":
+        answer["client_secret_expires_at"] = 0
+    return JsonResponse(answer, status=response.status_code)
 
 
 class CharmingAuthorizationView(AuthorizationView):
@@ -161,7 +206,8 @@ def _allow_consent_redirect(response: HttpResponseBase) -> None:
 
 
 class RegistrationView(DynamicClientRegistrationView):
-    """RFC 7591 registration for anonymous public clients, limited per client address."""
+    """RFC 7591 registration for anonymous clients, public ("none") or confidential (a client secret, sent by either
+    method the metadata advertises), limited per client address."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         client_ip = request.META.get("REMOTE_ADDR") or "0.0.0.0"
@@ -181,24 +227,48 @@ class RegistrationView(DynamicClientRegistrationView):
         refusal = registration_metadata_problem(data)
         if refusal is not None:
             return refusal
-        response = super().post(request, *args, **kwargs)
-        if response.status_code == 201:
-            registration_record(client_id=json.loads(response.content)["client_id"], client_ip=client_ip)
-        return response
+        auth_method = str(requested_auth_method(data))
+        with transaction.atomic():  # the client and the record of its registration, or neither
+            response = super().post(request, *args, **kwargs)
+            if response.status_code != 201:
+                return response
+            client_id = json.loads(response.content)["client_id"]
+            registration = registration_record(client_id=client_id, client_ip=client_ip, auth_method=auth_method)
+        return registration_answer(response, auth_method=auth_method, issued_at=registration.created_at)
 
 
 class RegistrationManagementView(DynamicClientRegistrationManagementView):
-    """RFC 7592 reads, updates and deletes; an update must meet the same policy as a registration."""
+    """RFC 7592 reads, updates and deletes; an update must meet the same policy as a registration and keeps the
+    client's token_endpoint_auth_method (its secret was shown once, at registration)."""
+
+    def get(self, request: HttpRequest, client_id: str, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = super().get(request, client_id, *args, **kwargs)
+        return self._answer(response, client_id)  # type: ignore[return-value]
 
     def put(self, request: HttpRequest, client_id: str, *args: Any, **kwargs: Any) -> HttpResponse:
+        registration = client_registration_of(client_id=client_id)
+        registered = registration.token_endpoint_auth_method if registration else None
         try:
             data = json.loads(request.body)
         except ValueError:
             data = None
-        refusal = registration_metadata_problem(data)
+        refusal = registration_metadata_problem(data, registered_auth_method=registered)
         if refusal is not None:
             return refusal
-        return super().put(request, client_id, *args, **kwargs)
+        if isinstance(data, dict) and registered is not None and "token_endpoint_auth_method" not in data:
+            # DOT reads the body itself and would take RFC 7591's default (a confidential client) for the omitted
+            # method: hand it the registered one, so an update never turns a public client confidential.
+            request._body = json.dumps({**data, "token_endpoint_auth_method": registered}).encode()
+        response = super().put(request, client_id, *args, **kwargs)
+        return self._answer(response, client_id)  # type: ignore[return-value]
+
+    def _answer(self, response: HttpResponseBase, client_id: str) -> HttpResponseBase:
+        registration = client_registration_of(client_id=client_id)
+        if registration is None:
+            return response
+        return registration_answer(
+            response, auth_method=registration.token_endpoint_auth_method, issued_at=registration.created_at
+        )
 
 
 @login_required

@@ -19,6 +19,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from apps_registry.exceptions import CharmingError, Forbidden, InvalidInput, NotFound, RateLimited
+from apps_registry.oauth.policy import app_mcp_url
 from apps_registry.pages.connect import host_advice, host_configs, mcp_url, public_https_problem
 from apps_registry.pages.forms import AccountDeleteForm, EmailChangeForm, SignUpForm, TokenCreateForm
 from apps_registry.selectors import (
@@ -274,6 +275,7 @@ def _connect_page(request: HttpRequest, *, form: TokenCreateForm, status: int = 
         "form": form,
         "tokens": tokens_of(request.user),
         "email": email_status_of(request.user),
+        "app_servers": [{"name": app.name, "url": app_mcp_url(app.id)} for app in app_listings_for(request.user)],
     }
     return render(request, "pages/connect.html", context, status=status)
 

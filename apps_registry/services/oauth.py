@@ -35,7 +35,16 @@ class OAuthAccess:
     scopes: frozenset[str]
 
 
-def oauth_token_authenticate(*, plaintext: str, resource: str) -> OAuthAccess:
+def _audience_allows(token: AccessToken, resource: str, *, exact: bool) -> bool:
+    """Whether `token` may be presented to `resource`: its RFC 8707 audience names exactly `resource` (`exact`, the
+    MCP endpoint: a token for the site root or /api/ is refused there), or a URL `resource` lies under (the REST
+    API, DOT's prefix rule, which also lets a token with no audience through)."""
+    if exact:
+        return resource in (token.resource or [])
+    return token.allows_audience(resource)
+
+
+def oauth_token_authenticate(*, plaintext: str, resource: str, exact_audience: bool = False) -> OAuthAccess:
     """Resolve an OAuth access token presented to `resource`, or say exactly why it is refused."""
     checksum = hashlib.sha256(plaintext.encode()).hexdigest()
     try:
@@ -54,8 +63,8 @@ def oauth_token_authenticate(*, plaintext: str, resource: str) -> OAuthAccess:
             f"Expired token: this access token expired at {token.expires:%Y-%m-%d %H:%M:%S} UTC; "
             "refresh it or connect again."
         )
-    if not token.allows_audience(resource):
-        issued_for = ", ".join(token.resource)
+    if not _audience_allows(token, resource, exact=exact_audience):
+        issued_for = ", ".join(token.resource) or "no resource in particular"
         raise AuthenticationFailed(
             f"Token issued for another resource: it is valid for {issued_for}, not {resource}. "
             f"Request a token with resource={resource}."
@@ -79,10 +88,19 @@ def registration_allowed(*, client_ip: str) -> bool:
     return recent < settings.CHARMING_OAUTH_REGISTRATIONS_PER_HOUR
 
 
-def registration_record(*, client_id: str, client_ip: str) -> OAuthClientRegistration:
-    """Note which address registered the client `client_id` (counted by `registration_allowed`)."""
+def registration_record(*, client_id: str, client_ip: str, auth_method: str) -> OAuthClientRegistration:
+    """Note which address registered the client `client_id` (counted by `registration_allowed`), and how it
+    authenticates at the token endpoint (RFC 7591 token_endpoint_auth_method)."""
     application = Application.objects.get(client_id=client_id)
-    return OAuthClientRegistration.objects.create(application=application, client_ip=client_ip)
+    return OAuthClientRegistration.objects.create(
+        application=application, client_ip=client_ip, token_endpoint_auth_method=auth_method
+    )
+
+
+def client_registration_of(*, client_id: str) -> OAuthClientRegistration | None:
+    """How `client_id` registered through RFC 7591 (when, with which token_endpoint_auth_method), or None for a
+    client that did not (a Client ID Metadata Document, an operator's)."""
+    return OAuthClientRegistration.objects.filter(application__client_id=client_id).first()
 
 
 @transaction.atomic

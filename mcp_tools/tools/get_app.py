@@ -9,6 +9,7 @@ from apps_registry import selectors
 from apps_registry.access import app_for
 from apps_registry.cursors import items_within_budget
 from apps_registry.models import Route
+from apps_registry.oauth.policy import app_mcp_url
 from apps_registry.services.advisories import advisories_deliver
 from mcp_tools.guide import GUIDE_URI
 from mcp_tools.results import TOOL_FOR_KIND, advisories_as_contract, envelope_ok
@@ -41,6 +42,7 @@ def _describe(
         "description": app.description,
         "role": role,
         "version": app.version,
+        "mcp_url": app_mcp_url(app.id),
         "authoring_guide": GUIDE_URI,
         "routes": routes[:kept],
     }
@@ -49,7 +51,10 @@ def _describe(
 
 async def handle(call: ToolCall) -> ToolResult:
     value, paging, advisories = await db(_describe, call.user, call.arguments["app_id"], call.arguments.get("cursor"))
-    lines = [f"App '{value['name']}' (id {value['id']}, version {value['version']}); you are {value['role']}."]
+    lines = [
+        f"App '{value['name']}' (id {value['id']}, version {value['version']}); you are {value['role']}.",
+        f"Its own MCP server, with each route as a tool: {value['mcp_url']}",
+    ]
     if value["description"]:
         lines.append(value["description"])
     if not value["routes"]:

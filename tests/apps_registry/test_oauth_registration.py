@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
 import pytest
@@ -31,12 +32,109 @@ def test_a_public_client_registers_anonymously_and_gets_no_secret(client):
     assert application.user is None
 
 
-def test_a_confidential_client_is_refused(client):
-    response = register(client, token_endpoint_auth_method="client_secret_basic")
+def _advertised_auth_methods() -> list[str]:
+    return Client().get("/.well-known/oauth-authorization-server").json()["token_endpoint_auth_methods_supported"]
+
+
+@pytest.mark.parametrize("method", ["none", "client_secret_basic", "client_secret_post"])
+def test_every_advertised_auth_method_registers_with_a_complete_answer(client, method):
+    assert method in _advertised_auth_methods()
+
+    registered = register_ok(client, token_endpoint_auth_method=method, scope="apps:read apps:write")
+
+    application = Application.objects.get(client_id=registered["client_id"])
+    assert registered["token_endpoint_auth_method"] == method
+    assert registered["response_types"] == ["code"]
+    assert registered["grant_types"] == ["authorization_code", "refresh_token"]
+    assert registered["scope"] == "apps:read apps:write apps:delete"
+    assert registered["redirect_uris"] == [REDIRECT_URI]
+    assert registered["client_name"] == "Test host"
+    assert registered["client_id_issued_at"] == int(application.charming_registration.created_at.timestamp())
+    assert registered["registration_client_uri"].endswith(f"/oauth/register/{registered['client_id']}/")
+    if method == "none":
+        assert application.client_type == "public"
+        assert "client_secret" not in registered and "client_secret_expires_at" not in registered
+    else:
+        assert application.client_type == "confidential"
+        assert registered["client_secret_expires_at"] == 0
+        assert len(registered["client_secret"]) >= 32
+        # Stored hashed: the registration response is the only place the secret is ever seen.
+        assert registered["client_secret"] not in application.client_secret
+
+
+def test_a_registration_naming_no_auth_method_is_a_confidential_client_using_client_secret_basic(client):
+    """RFC 7591 section 2: token_endpoint_auth_method defaults to client_secret_basic."""
+    registered = register_ok(client, token_endpoint_auth_method=None)
+
+    assert registered["token_endpoint_auth_method"] == "client_secret_basic"
+    assert registered["client_secret"]
+    assert Application.objects.get(client_id=registered["client_id"]).client_type == "confidential"
+
+
+def test_an_auth_method_the_metadata_does_not_advertise_is_refused_naming_those_it_does(client):
+    response = register(client, token_endpoint_auth_method="private_key_jwt")
 
     assert response.status_code == 400
-    assert response.json()["error"] == "invalid_client_metadata"
-    assert 'register a public client with "none"' in response.json()["error_description"]
+    assert response.json() == {
+        "error": "invalid_client_metadata",
+        "error_description": "token_endpoint_auth_method 'private_key_jwt' is not supported; use one of none, "
+        'client_secret_basic, client_secret_post ("none" for a public client, which PKCE protects; a secret '
+        "method for a confidential one).",
+    }
+    assert not Application.objects.exists()
+
+
+def test_a_scope_that_is_not_a_string_is_refused(client):
+    response = register(client, scope=["apps:read"])
+
+    assert response.status_code == 400
+    assert response.json()["error_description"] == (
+        'scope must be a space-separated string, e.g. "apps:read apps:write".'
+    )
+
+
+@pytest.mark.parametrize("method", ["client_secret_basic", "client_secret_post"])
+def test_the_client_secret_is_never_shown_again_after_registration(client, method):
+    registered = register_ok(client, token_endpoint_auth_method=method)
+    management = {"HTTP_AUTHORIZATION": f"Bearer {registered['registration_access_token']}"}
+    url = f"/oauth/register/{registered['client_id']}/"
+
+    read = client.get(url, **management)
+    updated = client.put(
+        url, data=json.dumps({"redirect_uris": [REDIRECT_URI]}), content_type="application/json", **management
+    )
+
+    assert read.status_code == 200 and updated.status_code == 200, updated.content
+    for answer in (read, updated):
+        assert registered["client_secret"] not in answer.content.decode()
+        assert "client_secret" not in answer.json()
+        assert answer.json()["token_endpoint_auth_method"] == method
+        assert answer.json()["response_types"] == ["code"]
+    assert Application.objects.get(client_id=registered["client_id"]).client_type == "confidential"
+
+
+def test_an_update_keeps_the_registered_auth_method_and_refuses_to_change_it(client):
+    registered = register_ok(client)
+    management = {"HTTP_AUTHORIZATION": f"Bearer {registered['registration_access_token']}"}
+    url = f"/oauth/register/{registered['client_id']}/"
+
+    kept = client.put(
+        url, data=json.dumps({"redirect_uris": [REDIRECT_URI]}), content_type="application/json", **management
+    )
+    changed = client.put(
+        url,
+        data=json.dumps({"redirect_uris": [REDIRECT_URI], "token_endpoint_auth_method": "client_secret_post"}),
+        content_type="application/json",
+        **management,
+    )
+
+    assert kept.status_code == 200 and kept.json()["token_endpoint_auth_method"] == "none"
+    assert changed.status_code == 400
+    assert changed.json()["error_description"] == (
+        "token_endpoint_auth_method cannot change from 'none' to 'client_secret_post' after registration: "
+        "register a new client instead."
+    )
+    assert Application.objects.get(client_id=registered["client_id"]).client_type == "public"
 
 
 def test_an_implicit_or_password_grant_is_refused(client):

@@ -15,6 +15,7 @@ from oauth2_provider.models import AccessToken, RefreshToken
 from tests.oauth_helpers import (
     REDIRECT_URI,
     authorize,
+    basic_auth,
     consent_page,
     exchange,
     mcp_resource,
@@ -88,6 +89,18 @@ def test_the_consent_page_names_the_client_its_redirect_and_each_scope_in_plain_
     assert "Delete your apps" not in html
 
 
+def test_the_consent_page_says_plainly_when_it_grants_deletion(browser, client_id):
+    without = consent_page(browser, client_id).content.decode()
+    page = consent_page(browser, client_id, scope="apps:read apps:write apps:delete").content.decode()
+    stepped_up = " ".join(page.split())
+
+    assert 'id="grants-deletion"' not in without
+    assert "Delete your apps" in stepped_up
+    assert "This grants deletion:" in stepped_up
+    assert "Test host will be able to delete your apps permanently, with the data stored in them." in stepped_up
+    assert "A deleted app cannot be restored." in stepped_up
+
+
 def test_the_consent_page_lets_its_form_redirect_to_the_clients_registered_origin_only(browser, client_id):
     page = consent_page(browser, client_id)
     refused = browser.get("/oauth/authorize/", {"client_id": client_id, "redirect_uri": "http://127.0.0.1:9/elsewhere"})
@@ -141,6 +154,31 @@ def _redirected_error(response) -> dict[str, list[str]]:
     return parse_qs(urlsplit(response["Location"]).query)
 
 
+@pytest.mark.parametrize("method", ["client_secret_basic", "client_secret_post"])
+def test_a_confidential_client_exchanges_its_code_with_its_secret_and_not_without(browser, method):
+    registered = register_ok(Client(), token_endpoint_auth_method=method)
+    client_id, secret = registered["client_id"], registered["client_secret"]
+
+    def with_secret(value: str) -> dict:
+        if method == "client_secret_basic":
+            return {"headers": basic_auth(client_id, value)}
+        return {"client_secret": value}
+
+    refused = [
+        exchange(Client(), client_id, authorize(browser, client_id)),
+        exchange(Client(), client_id, authorize(browser, client_id), **with_secret(secret + "x")),
+    ]
+    accepted = exchange(Client(), client_id, authorize(browser, client_id), **with_secret(secret))
+
+    for response in refused:
+        assert response.status_code == 401, response.content
+        assert response.json()["error"] == "invalid_client"
+        assert secret not in response.content.decode()
+    assert accepted.status_code == 200, accepted.content
+    assert accepted.json()["scope"] == "apps:read apps:write"
+    assert secret not in accepted.content.decode()
+
+
 def test_pkce_is_required(browser, client_id):
     query = _redirected_error(consent_page(browser, client_id, code_challenge=None, code_challenge_method=None))
 
@@ -148,6 +186,32 @@ def test_pkce_is_required(browser, client_id):
     assert query["error"] == ["invalid_request"]
     assert "code challenge required" in query["error_description"][0].lower()
     assert query["iss"] == ["http://127.0.0.1:8000"]  # RFC 9207: error responses name the issuer too
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error"),
+    [
+        ({"code_challenge": None, "code_challenge_method": None}, "invalid_request"),
+        ({"code_challenge": "a" * 50, "code_challenge_method": "plain"}, "invalid_request"),
+        ({"scope": "apps:everything"}, "invalid_scope"),
+        ({"response_type": "token"}, "unauthorized_client"),
+        ({"resource": "https://other.example/mcp"}, "invalid_target"),
+    ],
+)
+def test_every_error_redirect_of_the_authorization_endpoint_names_the_issuer_once(browser, client_id, overrides, error):
+    """RFC 9207 section 2: iss on every authorization response, errors included."""
+    query = _redirected_error(consent_page(browser, client_id, **overrides))
+
+    assert query["error"] == [error]
+    assert query["iss"] == ["http://127.0.0.1:8000"]
+    assert query["state"] == ["st-1"]
+
+
+def test_a_person_not_signed_in_asked_with_prompt_none_is_redirected_with_login_required_and_the_issuer(client_id):
+    query = _redirected_error(consent_page(Client(), client_id, prompt="none"))
+
+    assert query["error"] == ["login_required"]
+    assert query["iss"] == ["http://127.0.0.1:8000"]
 
 
 def test_plain_pkce_is_refused(browser, client_id):

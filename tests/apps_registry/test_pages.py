@@ -406,6 +406,20 @@ def test_revoke_is_post_only(signed_in, carol):
     assert not token.revoked
 
 
+def test_the_connect_page_gives_each_of_the_users_apps_its_own_mcp_url(signed_in, carol, settings):
+    settings.CHARMING_PUBLIC_URL = "https://charming.example.com"
+    budget = make_app(owner=carol, name="Budget")
+    shared = make_app(owner=UserFactory(username="olivia"), name="Chores")
+    membership_set(actor=shared.owner, app=shared, user=carol, role="viewer")
+    make_app(owner=UserFactory(username="pat"), name="Diary")
+
+    page = text(signed_in.get(reverse("connect")))
+
+    for app in (budget, shared):
+        assert f'{app.name}</span> <code class="url">https://charming.example.com/mcp/apps/{app.id}</code>' in page
+    assert "Diary" not in page
+
+
 def test_the_connect_page_lists_only_the_users_tokens(signed_in, carol):
     token_create(user=carol, name="mine")
     token_create(user=UserFactory(username="olivia"), name="hers")

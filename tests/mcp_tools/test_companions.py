@@ -49,6 +49,8 @@ def test_get_app_describes_the_app_and_its_routes(live, alice, budget, mode):
         "output": DEFINITION["routes"]["add_expense"]["output"],
     }
     assert "count_expenses (query, call with query_app)" in text_of(result)
+    assert value["mcp_url"] == f"http://127.0.0.1:8000/mcp/apps/{budget.id}"
+    assert f"Its own MCP server, with each route as a tool: {value['mcp_url']}" in text_of(result)
 
 
 @pytest.mark.parametrize("mode", MODES)

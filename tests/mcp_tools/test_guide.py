@@ -96,3 +96,16 @@ def test_the_guides_open_app_examples_are_valid_calls():
     for call in calls:
         assert list(validator.iter_errors(call["arguments"])) == []
     assert calls[1]["arguments"]["view"] == "list_expenses"
+
+
+def test_the_guides_per_app_server_example_is_what_the_server_lists(user):
+    from apps_registry.services.definitions import app_definition_save
+    from mcp_tools.app_server import tool_for_route
+
+    example = re.search(r"## A complete small app\n\n```json\n(.*?)```", guide_text(), re.S)
+    listed = re.search(r"## Each app is its own MCP server\n.*?```json\n(.*?)```", guide_text(), re.S)
+    assert example is not None and listed is not None
+    app = app_definition_save(actor=user, definition=json.loads(example.group(1)))
+    served = [tool_for_route(str(app.id), route) for route in app.routes.order_by("name")]
+    shown = json.loads(listed.group(1))["tools"]
+    assert [{key: tool[key] for key in ("name", "description", "annotations")} for tool in served] == shown

@@ -8,24 +8,27 @@ Then it calls tools in both protocol versions, refreshes, and is refused once th
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx2
+import mcp_types as types
 import pytest
 from django.test import Client as DjangoClient
 from mcp import Client
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from oauth2_provider.models import AccessToken, Application
+from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from apps_registry.models import App
+from mcp_tools.registry import TOOLS
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.factories import UserFactory, make_app
-from tests.mcp_tools.conftest import LEGACY, MODERN, LiveServer
+from tests.mcp_tools.conftest import LEGACY, MODERN, MODES, LiveServer
 
 pytestmark = [
     pytest.mark.browser,
@@ -269,6 +272,54 @@ def test_the_sdk_client_connects_with_a_client_id_metadata_document_instead_of_r
     cache.clear()
 
 
+@pytest.mark.parametrize("method", ["none", "client_secret_basic", "client_secret_post"])
+def test_a_client_registering_with_each_advertised_auth_method_connects_end_to_end(public_url, method):
+    """The Done-when of issue 24 item 2: the SDK client registers (DCR) with the method, a person approves in
+    Chromium, the client exchanges its code (and later refreshes) authenticating as registered, and calls /mcp."""
+    server = public_url
+    advertised = DjangoClient().get("/.well-known/oauth-authorization-server").json()
+    assert method in advertised["token_endpoint_auth_methods_supported"]
+    user = UserFactory(username="alice")
+    session = DjangoClient()
+    session.force_login(user)
+    make_app(owner=user, name="Alice's budget")
+    storage = MemoryStorage()
+    metadata = OAuthClientMetadata(
+        client_name="Test host",
+        redirect_uris=[CALLBACK],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method=method,
+    )
+
+    async def scenario() -> tuple[list[str], list[str], list[str]]:
+        async with SignedInBrowser(server.base_url, session.cookies["sessionid"].value) as browser:
+            auth = OAuthClientProvider(
+                server.mcp_url,
+                metadata,
+                storage,
+                redirect_handler=browser.redirect_handler,
+                callback_handler=browser.callback_handler,
+            )
+            first = await _list_apps(server, auth, MODERN)
+            assert storage.tokens is not None
+            access_tokens = [storage.tokens.access_token]
+            auth.context.token_expiry_time = time.time() - 1  # the refresh authenticates the client too
+            after_refresh = await _list_apps(server, auth, LEGACY)
+            access_tokens.append(storage.tokens.access_token)
+            return first, after_refresh, access_tokens
+
+    first, after_refresh, access_tokens = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
+
+    assert first == after_refresh == ["Alice's budget"]
+    assert access_tokens[0] != access_tokens[1]
+    assert storage.client_info is not None and storage.client_info.token_endpoint_auth_method == method
+    assert (storage.client_info.client_secret is None) == (method == "none")
+    application = Application.objects.get(client_id=storage.client_info.client_id)
+    assert application.client_type == ("public" if method == "none" else "confidential")
+    assert RefreshToken.objects.filter(application=application, revoked__isnull=False).count() == 1  # rotated once
+
+
 class NarrowingBrowser(SignedInBrowser):
     """The person approves, but the first authorization asks only for `first_scope` (a host connecting read-only);
     later ones (step-ups) go as the client sent them. Records the scope each authorization URL asked for."""
@@ -288,9 +339,10 @@ class NarrowingBrowser(SignedInBrowser):
         await super().redirect_handler(parts._replace(query=urlencode(query, doseq=True)).geturl())
 
 
-def test_a_read_only_grant_lists_only_read_tools_is_refused_a_write_with_403_and_steps_up(public_url):
-    """The Done-when of issue 9 with a read-only grant, then the step-up a host performs on the 403: to apps:write,
-    then to apps:delete (which the 401's least-privilege default leaves out)."""
+def test_a_read_only_grant_lists_every_tool_is_refused_a_write_with_403_and_steps_up(public_url):
+    """The Done-when of issue 9 with a read-only grant (which, being OAuth, lists every tool), then the step-up a
+    host performs on the 403: to apps:write, then to apps:delete (which the 401's least-privilege default leaves
+    out)."""
     server = public_url
     user = UserFactory(username="alice")
     user.set_password(PASSWORD)
@@ -366,7 +418,8 @@ def test_a_read_only_grant_lists_only_read_tools_is_refused_a_write_with_403_and
     seen = asyncio.run(asyncio.wait_for(scenario(), timeout=180))
 
     assert seen["granted"] == "apps:read"
-    assert seen["legacy"] == seen["modern"] == ["list_apps", "get_app", "query_app"]
+    # An OAuth host sees every tool, whatever it was granted: it can step up to any of them on the 403.
+    assert seen["legacy"] == seen["modern"] == [tool.name for tool in TOOLS]
     refused = seen["write"]
     assert refused.status_code == 403
     assert refused.headers["www-authenticate"] == (
@@ -382,28 +435,85 @@ def test_a_read_only_grant_lists_only_read_tools_is_refused_a_write_with_403_and
     assert seen["feedback"].is_error is not True and seen["feedback"].structured_content["ok"] is True
     scope, tools = seen["after_write_step_up"]
     assert set(scope.split()) == {"apps:read", "apps:write"}
-    assert tools == [
-        "list_apps",
-        "get_app",
-        "query_app",
-        "mutate_app",
-        "send_feedback",
-        "create_app",
-        "update_app",
-        "get_app_source",
-        "check_app",
-    ]
+    assert tools == [tool.name for tool in TOOLS]
     assert set(seen["after_delete_step_up"].split()) == {"apps:read", "apps:write", "apps:delete"}
     assert seen["delete"].is_error is not True and seen["delete"].structured_content["deleted"] is True
     assert not App.objects.filter(pk=app.pk).exists()
 
 
-def test_the_401_challenge_asks_for_read_and_write_only_so_hosts_do_not_ask_for_delete(public_url):
-    """The SDK requests the scope the 401 names (MCP's scope selection), so a default connection cannot delete."""
+@pytest.mark.parametrize("mode", MODES)
+def test_from_the_bare_url_a_host_lists_delete_app_steps_up_on_its_call_and_deletes_it_confirmed(public_url, mode):
+    """The Done-when of issue 24 item 1: the default 401 challenge grants apps:read apps:write (no deletion up front),
+    tools/list still shows delete_app, its call meets the 403 for apps:delete, the SDK authorizes again, the person
+    approves a consent page that says it grants deletion, and the retried call asks for confirmation and deletes."""
+    server = public_url
+    user = UserFactory(username="alice")
+    user.set_password(PASSWORD)
+    user.save()
+    app = make_app(owner=user, name="Alice's budget")
+    kept = make_app(owner=user, name="Alice's notes")
+    storage = MemoryStorage()
+    metadata = OAuthClientMetadata(
+        client_name="Test host",
+        redirect_uris=[CALLBACK],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+    )
+    prompts: list[str] = []
+
+    async def confirm(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        prompts.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async def scenario() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        async with SignedInBrowser(server.base_url, login=("alice", PASSWORD)) as browser:
+            auth = OAuthClientProvider(
+                server.mcp_url,
+                metadata,
+                storage,
+                redirect_handler=browser.redirect_handler,
+                callback_handler=browser.callback_handler,
+            )
+            http = httpx2.AsyncClient(auth=auth, timeout=30)
+            transport = streamable_http_client(server.mcp_url, http_client=http)
+            async with http, Client(transport, mode=mode, elicitation_callback=confirm) as client:
+                seen["tools"] = [tool.name for tool in (await client.list_tools()).tools]
+                assert storage.tokens is not None
+                seen["granted"] = storage.tokens.scope
+                seen["delete"] = await client.call_tool("delete_app", {"app_id": str(app.id)})
+                seen["stepped_up"] = storage.tokens.scope
+            seen["consent_pages"] = [" ".join(re.sub("<[^>]+>", "", page).split()) for page in browser.consent_pages]
+        return seen
+
+    seen = asyncio.run(asyncio.wait_for(scenario(), timeout=150))
+
+    assert set(seen["granted"].split()) == {"apps:read", "apps:write"}
+    assert "delete_app" in seen["tools"] and "mutate_app" in seen["tools"]
+    first, step_up = seen["consent_pages"]
+    assert "This grants deletion" not in first
+    assert "This grants deletion: Test host will be able to delete your apps permanently" in step_up
+    assert set(seen["stepped_up"].split()) == {"apps:read", "apps:write", "apps:delete"}
+    assert len(prompts) == 1 and "Alice's budget" in prompts[0]
+    assert seen["delete"].is_error is not True, seen["delete"]
+    assert seen["delete"].structured_content == {"ok": True, "id": str(app.id), "deleted": True}
+    assert not App.objects.filter(pk=app.pk).exists()
+    assert App.objects.filter(pk=kept.pk).exists()
+
+
+def test_the_sdk_client_connects_to_an_apps_own_server_through_oauth_from_its_bare_url(public_url):
+    """/mcp/apps/<id> answers 401 pointing at /mcp's resource metadata; the SDK accepts it (the app's URL lies under
+    the resource), runs the flow with the default challenge, and calls the app's routes as tools."""
+    from apps_registry.services.definitions import app_definition_save
+    from tests.mcp_tools.test_mutate_app import DEFINITION
+
     server = public_url
     user = UserFactory(username="alice")
     session = DjangoClient()
     session.force_login(user)
+    app = app_definition_save(actor=user, definition=DEFINITION)
+    url = f"{server.base_url}/mcp/apps/{app.id}"
     storage = MemoryStorage()
     metadata = OAuthClientMetadata(
         client_name="Test host",
@@ -413,20 +523,25 @@ def test_the_401_challenge_asks_for_read_and_write_only_so_hosts_do_not_ask_for_
         token_endpoint_auth_method="none",
     )
 
-    async def scenario() -> list[str]:
+    async def scenario() -> tuple[list[str], Any, Any]:
         async with SignedInBrowser(server.base_url, session.cookies["sessionid"].value) as browser:
             auth = OAuthClientProvider(
-                server.mcp_url,
+                url,
                 metadata,
                 storage,
                 redirect_handler=browser.redirect_handler,
                 callback_handler=browser.callback_handler,
             )
             http = httpx2.AsyncClient(auth=auth, timeout=30)
-            async with http, Client(streamable_http_client(server.mcp_url, http_client=http), mode=MODERN) as client:
-                return [tool.name for tool in (await client.list_tools()).tools]
+            async with http, Client(streamable_http_client(url, http_client=http), mode=MODERN) as client:
+                tools = [tool.name for tool in (await client.list_tools()).tools]
+                added = await client.call_tool("add_expense", {"amount": 3.5, "category": "tea"})
+                counted = await client.call_tool("count_expenses", {})
+            return tools, added, counted
 
-    tools = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
+    tools, added, counted = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
 
-    assert storage.tokens is not None and set(storage.tokens.scope.split()) == {"apps:read", "apps:write"}
-    assert "delete_app" not in tools and "mutate_app" in tools
+    assert tools == ["add_expense", "broken", "count_expenses", "rename_expense"]
+    assert added.structured_content["ok"] is True
+    assert counted.structured_content == {"ok": True, "value": {"n": 1}}
+    assert AccessToken.objects.get(user=user).resource == [f"{server.base_url}/mcp"]

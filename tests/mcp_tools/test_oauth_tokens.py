@@ -9,7 +9,9 @@ from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import AccessToken
 
+from apps_registry.services.tokens import token_create
 from mcp_tools.auth import Caller, sdk_user_for
+from mcp_tools.registry import TOOLS
 from tests.factories import UserFactory, make_app
 from tests.mcp_tools.conftest import MODES, mcp_client, run
 from tests.mcp_tools.test_endpoint import HEADERS_2026, LIST_2026, post
@@ -56,6 +58,19 @@ def test_an_oauth_token_calls_tools_as_its_user(live, alice_oauth, mode):
     assert [app["name"] for app in result.structured_content["value"]] == ["Alice's budget"]
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_an_oauth_token_lists_every_tool_but_a_personal_token_keeps_its_chosen_scopes(live, alice_oauth, mode):
+    oauth_token = alice_oauth(scope="apps:read apps:write")["access_token"]
+    personal_token = token_create(user=alice_oauth.user, name="no deletion", scopes=["apps:read", "apps:write"])
+
+    async def listed(token: str) -> list[str]:
+        async with mcp_client(live, token, mode) as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    assert run(listed(oauth_token)) == [tool.name for tool in TOOLS]
+    assert run(listed(personal_token.plaintext)) == [tool.name for tool in TOOLS if tool.name != "delete_app"]
+
+
 def test_a_token_for_another_resource_is_refused(live, alice_oauth):
     token = alice_oauth(resource="http://127.0.0.1:8000/api/")["access_token"]
 
@@ -64,6 +79,34 @@ def test_a_token_for_another_resource_is_refused(live, alice_oauth):
     assert body["error"] == "invalid_token"
     assert body["error_description"] == (
         "Token issued for another resource: it is valid for http://127.0.0.1:8000/api/, not "
+        "http://127.0.0.1:8000/mcp. Request a token with resource=http://127.0.0.1:8000/mcp."
+    )
+
+
+def test_a_token_for_the_site_root_is_refused_although_mcp_lies_under_it(live, alice_oauth):
+    token = alice_oauth(resource="http://127.0.0.1:8000")["access_token"]
+
+    assert _refusal(live, token)["error_description"] == (
+        "Token issued for another resource: it is valid for http://127.0.0.1:8000, not "
+        "http://127.0.0.1:8000/mcp. Request a token with resource=http://127.0.0.1:8000/mcp."
+    )
+
+
+def test_a_client_naming_no_resource_gets_a_token_for_mcp(live, alice_oauth):
+    token = alice_oauth(resource=None)["access_token"]
+
+    response = post(live.mcp_url, LIST_2026, {**HEADERS_2026, "Authorization": f"Bearer {token}"})
+
+    assert response.status_code == 200, response.text
+    assert AccessToken.objects.get(user=alice_oauth.user).resource == ["http://127.0.0.1:8000/mcp"]
+
+
+def test_a_token_with_no_audience_is_refused(live, alice_oauth):
+    token = alice_oauth()["access_token"]
+    AccessToken.objects.filter(user=alice_oauth.user).update(resource=[])  # issued before audiences were set
+
+    assert _refusal(live, token)["error_description"] == (
+        "Token issued for another resource: it is valid for no resource in particular, not "
         "http://127.0.0.1:8000/mcp. Request a token with resource=http://127.0.0.1:8000/mcp."
     )
 
