@@ -99,9 +99,14 @@ def error_text(error: dict[str, Any]) -> str:
     return text
 
 
-def _result(text: str, structured: dict[str, Any] | None, *, is_error: bool) -> types.CallToolResult:
+def _result(
+    text: str, structured: dict[str, Any] | None, *, is_error: bool, meta: dict[str, Any] | None = None
+) -> types.CallToolResult:
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], structured_content=structured, is_error=is_error
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=structured,
+        is_error=is_error,
+        _meta=meta,
     )
 
 
@@ -111,14 +116,18 @@ def envelope_ok(
     advisories: list[dict[str, Any]] | None = None,
     text: str | None = None,
     paging: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> types.CallToolResult:
     """A successful envelope: `{ok: true, value, advisories?}` (plus `next_cursor`/`truncated` from `paging`,
-    for the tools whose contract pages); the text is the value as JSON unless given."""
+    for the tools whose contract pages); the text is the value as JSON unless given. `meta` is the result's
+    `_meta` (mutate_app's `io.charming/change-id`), outside the output schema."""
     structured: dict[str, Any] = {"ok": True, "value": value, **(paging or {})}
     if advisories:
         structured["advisories"] = advisories
     body = text if text is not None else json.dumps(value, ensure_ascii=False, indent=2, default=str)
-    return _result(body + over_budget_text(value) + advisories_text(advisories or []), structured, is_error=False)
+    return _result(
+        body + over_budget_text(value) + advisories_text(advisories or []), structured, is_error=False, meta=meta
+    )
 
 
 def over_budget_text(value: Any) -> str:

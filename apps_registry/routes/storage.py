@@ -42,7 +42,7 @@ from apps_registry.models import Record, Storage
 from apps_registry.plans import plan_stable
 from apps_registry.routes.dates import DATE_PATTERN, NOT_A_DATE, TIMESTAMP_PATTERN, sqlite_bucket
 from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
-from apps_registry.routes.store import Group, Measure, RowOrder, document, encoded_record, missing
+from apps_registry.routes.store import ChangeSet, Group, Measure, RowOrder, document, encoded_record, missing
 
 _LOOKUPS = {"eq": "exact", "ne": "exact", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte", "in": "in"}
 
@@ -545,9 +545,17 @@ class SqlStore:
     the ORM cost more than the rest of a step."""
 
     def __init__(
-        self, *, storage_id: Any, max_bytes: int, savepoint: bool = True, indexes: dict[str, Indexes] | None = None
+        self,
+        *,
+        storage_id: Any,
+        max_bytes: int,
+        savepoint: bool = True,
+        indexes: dict[str, Indexes] | None = None,
+        changes: ChangeSet | None = None,
     ) -> None:
         self.storage_id = storage_id
+        # Where the writes note each record's before and after (the change log, services/changes.py); None: not noted.
+        self.changes = changes
         self.max_bytes = max_bytes
         # The app's declared indexes by collection (declared_index_paths): on PostgreSQL an equality a declared
         # index serves is written without the GIN containment. Whether the index is built yet does not matter
@@ -708,10 +716,16 @@ class SqlStore:
                 f"A record {collection}/{record_id} already exists; use update or upsert to change it.",
                 details={"collection": collection, "id": record_id},
             ) from None
+        if self.changes is not None:
+            self.changes.note(collection, record_id, None, data)
         return document(record_id, data)
 
     def _locked(self, collection: str, record_id: str) -> Record | None:
         return self._records(collection).select_for_update().filter(record_id=record_id).first()
+
+    def _locked_data(self, collection: str, record_id: str) -> dict[str, Any] | None:
+        found = self._records(collection).select_for_update().filter(record_id=record_id).values_list("data")[:1]
+        return next((data for (data,) in found), None)
 
     def update(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
         record = self._locked(collection, record_id)
@@ -723,6 +737,8 @@ class SqlStore:
         data = {**record.data, **changes}
         encoded_record(record.collection, record.record_id, data, self.max_bytes)
         Record.objects.filter(pk=record.pk).update(data=data, version=F("version") + 1, updated_at=timezone.now())
+        if self.changes is not None:
+            self.changes.note(record.collection, record.record_id, record.data, data)
         return document(record.record_id, data)
 
     def upsert(self, collection: str, record_id: str, changes: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -740,6 +756,8 @@ class SqlStore:
             if record is None:
                 raise
             return self._merge(record, changes), False
+        if self.changes is not None:
+            self.changes.note(collection, record_id, None, changes)
         return document(record_id, changes), True
 
     def delete(self, collection: str, record_id: str) -> dict[str, Any]:
@@ -747,6 +765,8 @@ class SqlStore:
         if record is None:
             raise missing(collection, record_id, "delete")
         Record.objects.filter(pk=record.pk).delete()
+        if self.changes is not None:
+            self.changes.note(collection, record_id, record.data, None)
         return document(record_id, record.data)
 
     def increment(
@@ -758,8 +778,12 @@ class SqlStore:
         fails the call, which rolls the UPDATE back: CEL and JSON readers could not load it."""
         if not connection.features.can_return_columns_from_insert:
             raise OperationFailed("increment needs PostgreSQL or SQLite 3.35 or later (UPDATE ... RETURNING).")
+        # The change log needs the record before (a locked read: the UPDATE below cannot return the old row on
+        # both databases) and after (the UPDATE returns it).
+        noting = self.changes is not None
+        before = self._locked_data(collection, record_id) if noting else None
         try:
-            row = self._increment_returning(collection, record_id, key, by, reread=reread)
+            row = self._increment_returning(collection, record_id, key, by, reread=reread or noting)
         except IntegrityError:  # SQLite: an infinite sum is not valid JSON (the column's CHECK refuses it)
             row = (None, math.inf)
         if row is None:
@@ -776,6 +800,8 @@ class SqlStore:
                 "of a 64-bit integer (for ints) or of a finite double; nothing was changed.",
                 details={"collection": collection, "id": record_id, "field": key},
             )
+        if self.changes is not None and before is not None:
+            self.changes.note(collection, record_id, before, data if isinstance(data, dict) else {})
         if not reread:
             return None
         return document(record_id, data if isinstance(data, dict) else {})

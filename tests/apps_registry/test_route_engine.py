@@ -467,15 +467,19 @@ def test_a_call_makes_no_per_record_queries(user, budget):
         run(user, budget, "add_expense", {"amount": 1, "category": "x"})
     statements = [q["sql"].split()[0] for q in queries.captured_queries]
     # the app's rate budget (one upsert), caller's role + app + route in one query, get budget, insert,
-    # increment ... RETURNING, and the storage's record counter (one UPDATE whatever the app's size; transaction
-    # control not counted)
+    # the record before the increment (for the change log), increment ... RETURNING, the storage's record counter
+    # (one UPDATE whatever the app's size), and the change log: the change and its entries (one INSERT each,
+    # whatever the number of records; transaction control not counted)
     assert [s for s in statements if s in ("SELECT", "INSERT", "UPDATE")] == [
         "INSERT",
         "SELECT",
         "SELECT",
         "INSERT",
+        "SELECT",
         "UPDATE",
         "UPDATE",
+        "INSERT",
+        "INSERT",
     ]
 
 
