@@ -19,6 +19,7 @@ from apps_registry.cursors import json_bytes, tool_result_bytes
 from apps_registry.exceptions import (
     AccessDenied,
     AppNotFound,
+    ChangeConflict,
     CharmingError,
     InternalError,
     RouteKindMismatch,
@@ -51,6 +52,12 @@ def error_message(exc: CharmingError) -> str:
             f"{exc.facts} Re-read it with get_app_source "
             f"and apply your change to version {exc.current_version}, then call update_app with expected_version "
             f"{exc.current_version}."
+        )
+    if isinstance(exc, ChangeConflict):
+        return (
+            f"{exc.facts} See each record's history with list_changes (app_id, collection, record_id); revert the "
+            f"later changes first (newest first), or, if the user agrees to lose what they wrote to those records, "
+            f"call revert_change again with change_id '{exc.change_id}' and force=true."
         )
     if isinstance(exc, RouteNotFound):
         return f"{exc.message} Use get_app to see them."
