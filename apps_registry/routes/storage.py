@@ -724,8 +724,12 @@ class SqlStore:
         return self._records(collection).select_for_update().filter(record_id=record_id).first()
 
     def _locked_data(self, collection: str, record_id: str) -> dict[str, Any] | None:
-        found = self._records(collection).select_for_update().filter(record_id=record_id).values_list("data")[:1]
-        return next((data for (data,) in found), None)
+        """A record's data, its row locked until the call commits (by the unique index, as plain SQL like `get`)."""
+        storage = Record._meta.get_field("storage").get_db_prep_value(self.storage_id, connection)
+        with connection.cursor() as cursor:
+            cursor.execute(_get_sql(locked=connection.vendor == "postgresql"), [storage, collection, record_id])
+            row = cursor.fetchone()
+        return None if row is None else _json(row[0])
 
     def update(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
         record = self._locked(collection, record_id)
@@ -862,10 +866,11 @@ class SqlStore:
 
 # The engine's statements by key, written once per process (declared plan-stable: apps_registry/plans.py).
 @functools.cache
-def _get_sql() -> str:
+def _get_sql(*, locked: bool = False) -> str:
     # By the unique (storage, collection, record_id) index.
     table = connection.ops.quote_name(Record._meta.db_table)
-    return plan_stable(f"SELECT data FROM {table} WHERE storage_id = %s AND collection = %s AND record_id = %s")
+    lock = " FOR UPDATE" if locked else ""
+    return plan_stable(f"SELECT data FROM {table} WHERE storage_id = %s AND collection = %s AND record_id = %s{lock}")
 
 
 @functools.cache

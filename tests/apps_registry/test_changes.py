@@ -228,13 +228,15 @@ def test_timeline_and_record_history_pages(user, app):
         changes_page_for(user, app_id=app.id, collection="tasks", record_id="t2", cursor=page.next_cursor)
 
 
-def test_the_purge_deletes_changes_older_than_the_window_only(user, app, settings):
+@pytest.mark.parametrize("batch", [1, 1000])
+def test_the_purge_deletes_changes_older_than_the_window_only(user, app, settings, batch):
     settings.CHARMING_CHANGE_RETENTION_DAYS = 30
+    older = mutate(user, app, "add", id="t0", title="Tea").change_id
     old = mutate(user, app, "add", id="t1", title="Milk").change_id
     revert = change_revert(actor=user, change_id=old, via="mcp").change_id
     recent = mutate(user, app, "add", id="t2", title="Eggs").change_id
-    Change.objects.filter(pk=old).update(created_at=timezone.now() - timedelta(days=31))
-    assert changes_purge(older_than=timezone.now() - timedelta(days=30)) == 1
+    Change.objects.filter(pk__in=[older, old]).update(created_at=timezone.now() - timedelta(days=31))
+    assert changes_purge(older_than=timezone.now() - timedelta(days=30), batch=batch) == 2
     assert set(Change.objects.values_list("id", flat=True)) == {revert, recent}
     assert not ChangeEntry.objects.filter(change_id=old).exists()
     assert Change.objects.get(pk=revert).reverts_id is None
