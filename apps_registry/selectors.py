@@ -538,3 +538,8 @@ def changes_page_for(
     last = listings[kept - 1] if listings else None
     next_cursor = cursor_make([str(last.id)], binding=binding) if last and (more or truncated) else None
     return ChangesPage(app=app, changes=listings[:kept], next_cursor=next_cursor, truncated=truncated)
+
+
+def changes_made_before(cutoff: datetime) -> int:
+    """How many changes (of every app) were made before `cutoff`: what the history's purge would delete."""
+    return Change.objects.filter(created_at__lt=cutoff).count()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
 from apps_registry.access import membership_set
@@ -240,3 +242,19 @@ def test_the_purge_deletes_changes_older_than_the_window_only(user, app, setting
     assert set(Change.objects.values_list("id", flat=True)) == {revert, recent}
     assert not ChangeEntry.objects.filter(change_id=old).exists()
     assert Change.objects.get(pk=revert).reverts_id is None
+
+
+def test_purge_storage_deletes_the_history_past_its_window_and_a_dry_run_only_counts(user, app, settings):
+    settings.CHARMING_CHANGE_RETENTION_DAYS = 30
+    old = mutate(user, app, "add", id="t1", title="Milk").change_id
+    recent = mutate(user, app, "add", id="t2", title="Eggs").change_id
+    Change.objects.filter(pk=old).update(created_at=timezone.now() - timedelta(days=31))
+    out = io.StringIO()
+    call_command("purge_storage", "--dry-run", stdout=out)
+    assert "Change history older than 30 days" in out.getvalue() and "1 changes would be deleted" in out.getvalue()
+    assert Change.objects.count() == 2
+    out = io.StringIO()
+    call_command("purge_storage", stdout=out)
+    assert "1 changes deleted" in out.getvalue()
+    assert list(Change.objects.values_list("id", flat=True)) == [recent]
+    assert records(app, "tasks").keys() == {"t1", "t2"}  # the records themselves stay
