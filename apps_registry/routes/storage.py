@@ -782,14 +782,19 @@ class SqlStore:
         fails the call, which rolls the UPDATE back: CEL and JSON readers could not load it."""
         if not connection.features.can_return_columns_from_insert:
             raise OperationFailed("increment needs PostgreSQL or SQLite 3.35 or later (UPDATE ... RETURNING).")
-        # The change log needs the record before (a locked read: the UPDATE below cannot return the old row on
-        # both databases) and after (the UPDATE returns it).
+        # The change log needs the record before and after. After: the UPDATE returns it. Before: on PostgreSQL the
+        # same statement reads and locks it (a CTE); SQLite's RETURNING sees only the new row, so a read by the unique
+        # index goes first (in-process, and no other writer can come between: SQLite has one at a time).
         noting = self.changes is not None
-        before = self._locked_data(collection, record_id) if noting else None
+        before = None
+        if noting and connection.vendor != "postgresql":
+            before = self._locked_data(collection, record_id)
         try:
-            row = self._increment_returning(collection, record_id, key, by, reread=reread or noting)
+            row = self._increment_returning(collection, record_id, key, by, reread=reread or noting, old=noting)
         except IntegrityError:  # SQLite: an infinite sum is not valid JSON (the column's CHECK refuses it)
             row = (None, math.inf)
+        if row is not None and len(row) > 2:
+            row, before = row[:2], row[2]
         if row is None:
             if not self._records(collection).filter(record_id=record_id).exists():
                 raise missing(collection, record_id, "increment")
@@ -811,9 +816,10 @@ class SqlStore:
         return document(record_id, data if isinstance(data, dict) else {})
 
     def _increment_returning(
-        self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool
-    ) -> tuple[dict[str, Any] | None, Any] | None:
-        """One UPDATE ... RETURNING: (the new data when `reread`, the new field value); None when no row matched."""
+        self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool, old: bool = False
+    ) -> tuple[Any, ...] | None:
+        """One UPDATE ... RETURNING: (the new data when `reread`, the new field value, and on PostgreSQL with `old`
+        the data before, read and locked by the same statement); None when no row matched."""
         opts = Record._meta
         quote = connection.ops.quote_name
         if connection.vendor == "postgresql":
@@ -828,27 +834,44 @@ class SqlStore:
             value_params = [path, path, by]
             field_type, type_params = "json_type(data, %s)", [path]
             new_field, field_params = "json_extract(data, %s)", [path]
-        sql = plan_stable(  # by the unique (storage, collection, record_id) index
-            f"UPDATE {quote(opts.db_table)} SET data = {new_value}, version = version + 1, updated_at = %s "
-            f"WHERE storage_id = %s AND collection = %s AND record_id = %s "
-            f"AND ({field_type} IS NULL OR {field_type} IN ('number', 'integer', 'real', 'null')) "
-            f"RETURNING {'data' if reread else 'NULL'}, {new_field}"
-        )
-        params = [
-            *value_params,
-            opts.get_field("updated_at").get_db_prep_value(timezone.now(), connection),
-            opts.get_field("storage").get_db_prep_value(self.storage_id, connection),
-            collection,
-            record_id,
-            *type_params,
-            *type_params,
-            *field_params,
-        ]
+        updated_at = opts.get_field("updated_at").get_db_prep_value(timezone.now(), connection)
+        storage = opts.get_field("storage").get_db_prep_value(self.storage_id, connection)
+        is_number = f"({field_type} IS NULL OR {field_type} IN ('number', 'integer', 'real', 'null'))"
+        table = quote(opts.db_table)
+        if old and connection.vendor == "postgresql":
+            # The row read FOR UPDATE by the CTE is the version the UPDATE changes (a concurrent writer's is waited
+            # for, and then read), so its data is exactly the record before this increment.
+            sql = plan_stable(  # by the unique (storage, collection, record_id) index
+                f"WITH old AS (SELECT id AS old_id, data AS old_data FROM {table} "
+                "WHERE storage_id = %s AND collection = %s AND record_id = %s FOR UPDATE) "
+                f"UPDATE {table} SET data = {new_value}, version = version + 1, updated_at = %s FROM old "
+                f"WHERE id = old.old_id AND {is_number} RETURNING data, {new_field}, old.old_data"
+            )
+            params = [storage, collection, record_id, *value_params, updated_at, *type_params, *type_params]
+            params += field_params
+        else:
+            sql = plan_stable(  # by the unique (storage, collection, record_id) index
+                f"UPDATE {table} SET data = {new_value}, version = version + 1, updated_at = %s "
+                f"WHERE storage_id = %s AND collection = %s AND record_id = %s AND {is_number} "
+                f"RETURNING {'data' if reread else 'NULL'}, {new_field}"
+            )
+            params = [
+                *value_params,
+                updated_at,
+                storage,
+                collection,
+                record_id,
+                *type_params,
+                *type_params,
+                *field_params,
+            ]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
         if row is None:
             return None
+        if len(row) > 2:
+            return _json(row[0]), row[1], _json(row[2])
         return (_json(row[0]) if reread else None), row[1]
 
     def record_count(self) -> int:

@@ -56,14 +56,21 @@ def change_record(
     now = Change._meta.get_field("created_at").get_db_prep_value(timezone.now(), connection)
     actor_repr = actor.get_username() if actor is not None else "system"
     actor_id = actor.pk if actor is not None else None
+    head = [app, actor_id, actor_repr, via, route[:100], reverts_id, len(entries), now]
+    batches = [entries[start : start + ENTRIES_PER_INSERT] for start in range(0, len(entries), ENTRIES_PER_INSERT)]
     with connection.cursor() as cursor:
-        cursor.execute(
-            _change_insert_sql(), [app, actor_id, actor_repr, via, route[:100], reverts_id, len(entries), now]
-        )
-        (change_id,) = cursor.fetchone()
-        for start in range(0, len(entries), ENTRIES_PER_INSERT):
-            batch = entries[start : start + ENTRIES_PER_INSERT]
-            params: list[Any] = []
+        if connection.vendor == "postgresql":
+            # One round trip: the change and its first entries in one statement (a data-modifying CTE).
+            first = batches.pop(0)
+            params = list(head)
+            for collection, record_id, before, after in first:
+                params += [app, collection, record_id, _encoded(before), _encoded(after)]
+            cursor.execute(_change_with_entries_sql(len(first)), params)
+        else:
+            cursor.execute(_change_insert_sql(), head)
+        change_id = cursor.fetchone()[0]
+        for batch in batches:
+            params = []
             for collection, record_id, before, after in batch:
                 params += [change_id, app, collection, record_id, _encoded(before), _encoded(after)]
             cursor.execute(_entries_insert_sql(len(batch)), params)
@@ -85,6 +92,18 @@ def _change_insert_sql() -> str:
         f"INSERT INTO {quote(Change._meta.db_table)} "
         "(app_id, actor_id, actor_repr, via, route, reverts_id, records, created_at) "
         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id"
+    )
+
+
+@functools.cache
+def _change_with_entries_sql(rows: int) -> str:
+    quote = connection.ops.quote_name
+    values = ", ".join(["(%s::uuid, %s, %s, %s::jsonb, %s::jsonb)"] * rows)
+    return plan_stable(
+        f"WITH c AS ({_change_insert_sql()}) "
+        f"INSERT INTO {quote(ChangeEntry._meta.db_table)} (change_id, app_id, collection, record_id, before, after) "
+        f"SELECT c.id, v.app_id, v.collection, v.record_id, v.before, v.after FROM c, (VALUES {values}) "
+        "AS v(app_id, collection, record_id, before, after) RETURNING change_id"
     )
 
 
@@ -139,14 +158,19 @@ class RevertResult:
     forced_over: list[dict[str, Any]]  # later changes' records a forced revert overwrote
 
 
-def change_revert(*, actor: Any, change_id: int | str, force: bool = False, via: str) -> RevertResult:
+def change_revert(
+    *, actor: Any, change_id: int | str, force: bool = False, via: str, app_id: uuid.UUID | None = None
+) -> RevertResult:
     """Put the records of change `change_id` back as they were before it, as a new change (owner or editor).
 
     Refused (ChangeConflict, naming each record) when a later change touched one of them, unless `force`.
-    A record the change created is deleted; one it deleted comes back with its id. All or nothing."""
+    A record the change created is deleted; one it deleted comes back with its id. All or nothing. With `app_id`
+    (a page of that app), a change of another app is not found."""
     number = change_id_read(change_id)
     with transaction.atomic():
         change, app, role = change_for(actor=actor, change_id=number)
+        if app_id is not None and app.id != app_id:
+            raise change_not_found(number)
         role_check(app=app, role=role, need="mutate")
         storage_id = _storage_held(app)
         if app.migrating:
