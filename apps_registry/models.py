@@ -598,8 +598,11 @@ class Change(models.Model):
 class ChangeEntry(models.Model):
     """One record's before and after in a change (None: it did not exist before / no longer exists after)."""
 
-    id = models.BigAutoField(primary_key=True)
-    change = models.ForeignKey(Change, on_delete=models.CASCADE, related_name="entries")
+    # The change and the record's place in it: the primary key's index serves a change's entries, so no id sequence
+    # and no second index per entry (a mutation's write cost).
+    pk = models.CompositePrimaryKey("change", "position")
+    change = models.ForeignKey(Change, on_delete=models.CASCADE, related_name="entries", db_index=False)
+    position = models.PositiveIntegerField()
     # The app again (not through the change): a record's history is one index range, (app, collection, record_id).
     app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+", db_index=False)
     collection = models.CharField(max_length=100)
@@ -608,7 +611,7 @@ class ChangeEntry(models.Model):
     after = models.JSONField(null=True, blank=True)
 
     class Meta:
-        ordering = ["id"]
+        ordering = ["change", "position"]
         indexes = [
             models.Index(fields=["app", "collection", "record_id", "change"], name="change_entry_record_history")
         ]

@@ -518,7 +518,7 @@ def changes_page_for(
             entries = entries.filter(collection=collection, record_id=record_id)
         shown = [
             {"collection": e.collection, "id": e.record_id, "before": e.before, "after": e.after}
-            for e in entries.order_by("id")[:CHANGE_ENTRIES_SHOWN]
+            for e in entries.order_by("position")[:CHANGE_ENTRIES_SHOWN]
         ]
         listings.append(
             ChangeListing(

@@ -57,22 +57,23 @@ def change_record(
     actor_repr = actor.get_username() if actor is not None else "system"
     actor_id = actor.pk if actor is not None else None
     head = [app, actor_id, actor_repr, via, route[:100], reverts_id, len(entries), now]
-    batches = [entries[start : start + ENTRIES_PER_INSERT] for start in range(0, len(entries), ENTRIES_PER_INSERT)]
+    numbered = [(n, *entry) for n, entry in enumerate(entries)]
+    batches = [numbered[start : start + ENTRIES_PER_INSERT] for start in range(0, len(numbered), ENTRIES_PER_INSERT)]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # One round trip: the change and its first entries in one statement (a data-modifying CTE).
             first = batches.pop(0)
             params = list(head)
-            for collection, record_id, before, after in first:
-                params += [app, collection, record_id, _encoded(before), _encoded(after)]
+            for position, collection, record_id, before, after in first:
+                params += [position, app, collection, record_id, _encoded(before), _encoded(after)]
             cursor.execute(_change_with_entries_sql(len(first)), params)
         else:
             cursor.execute(_change_insert_sql(), head)
         change_id = cursor.fetchone()[0]
         for batch in batches:
             params = []
-            for collection, record_id, before, after in batch:
-                params += [change_id, app, collection, record_id, _encoded(before), _encoded(after)]
+            for position, collection, record_id, before, after in batch:
+                params += [change_id, position, app, collection, record_id, _encoded(before), _encoded(after)]
             cursor.execute(_entries_insert_sql(len(batch)), params)
     return int(change_id)
 
@@ -98,12 +99,13 @@ def _change_insert_sql() -> str:
 @functools.cache
 def _change_with_entries_sql(rows: int) -> str:
     quote = connection.ops.quote_name
-    values = ", ".join(["(%s::uuid, %s, %s, %s::jsonb, %s::jsonb)"] * rows)
+    values = ", ".join(["(%s::integer, %s::uuid, %s, %s, %s::jsonb, %s::jsonb)"] * rows)
     return plan_stable(
         f"WITH c AS ({_change_insert_sql()}) "
-        f"INSERT INTO {quote(ChangeEntry._meta.db_table)} (change_id, app_id, collection, record_id, before, after) "
-        f"SELECT c.id, v.app_id, v.collection, v.record_id, v.before, v.after FROM c, (VALUES {values}) "
-        "AS v(app_id, collection, record_id, before, after) RETURNING change_id"
+        f"INSERT INTO {quote(ChangeEntry._meta.db_table)} "
+        "(change_id, position, app_id, collection, record_id, before, after) "
+        f"SELECT c.id, v.position, v.app_id, v.collection, v.record_id, v.before, v.after FROM c, (VALUES {values}) "
+        "AS v(position, app_id, collection, record_id, before, after) RETURNING change_id"
     )
 
 
@@ -111,10 +113,10 @@ def _change_with_entries_sql(rows: int) -> str:
 def _entries_insert_sql(rows: int) -> str:
     quote = connection.ops.quote_name
     cast = "::jsonb" if connection.vendor == "postgresql" else ""
-    values = ", ".join([f"(%s, %s, %s, %s, %s{cast}, %s{cast})"] * rows)
+    values = ", ".join([f"(%s, %s, %s, %s, %s, %s{cast}, %s{cast})"] * rows)
     return plan_stable(
         f"INSERT INTO {quote(ChangeEntry._meta.db_table)} "
-        f"(change_id, app_id, collection, record_id, before, after) VALUES {values}"
+        f"(change_id, position, app_id, collection, record_id, before, after) VALUES {values}"
     )
 
 
@@ -175,7 +177,7 @@ def change_revert(
         storage_id = _storage_held(app)
         if app.migrating:
             raise migration_refusal(app)
-        entries = list(ChangeEntry.objects.filter(change_id=change.pk).order_by("id"))
+        entries = list(ChangeEntry.objects.filter(change_id=change.pk).order_by("position"))
         current = _records_locked(storage_id, entries)
         conflicts = _later_changes(app, change, entries)
         if conflicts and not force:

@@ -258,3 +258,13 @@ def test_purge_storage_deletes_the_history_past_its_window_and_a_dry_run_only_co
     assert "1 changes deleted" in out.getvalue()
     assert list(Change.objects.values_list("id", flat=True)) == [recent]
     assert records(app, "tasks").keys() == {"t1", "t2"}  # the records themselves stay
+
+
+@pytest.mark.parametrize("purge", [True, False])
+def test_deleting_an_app_deletes_its_history(user, app, purge):
+    from apps_registry.services.apps import app_delete
+
+    mutate(user, app, "add", id="t1", title="Milk")
+    mutate(user, app, "remove", id="t1")
+    app_delete(actor=user, app_id=app.id, purge_storage=purge, confirmed_via="confirm_parameter")
+    assert not Change.objects.exists() and not ChangeEntry.objects.exists()
