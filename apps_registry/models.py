@@ -445,6 +445,8 @@ class IdempotentResult(models.Model):
     key = models.CharField(max_length=200)
     params_hash = models.CharField(max_length=64)  # sha256 of the params as canonical JSON
     value = models.JSONField(null=True)
+    # The first call's change in the change log (services/changes.py), so a retry answers the same change id.
+    change_id = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(db_index=True)
 
     class Meta:

@@ -53,7 +53,7 @@ class RouteResult:
     app: App  # the app the route ran in (for advisories)
     replayed: bool = False  # the remembered result of an earlier call with the same idempotency key
     advisories: tuple[AdvisoryNote, ...] = ()  # what the result carries (route_run with advisories=True)
-    change_id: int | None = None  # the mutation's change set in the change log (None: no record changed, or a replay)
+    change_id: int | None = None  # the mutation's change set in the change log (a replay: the first call's)
 
 
 def route_run(
@@ -156,7 +156,7 @@ def _commit_resolved(
         except DatabaseError:
             remembered = None
         if remembered is not None:
-            return RouteResult(value=remembered.value, app=app)
+            return RouteResult(value=remembered.value, app=app, change_id=remembered.change_id)
     raise CommitUnconfirmed()
 
 
@@ -189,7 +189,13 @@ def _route_run(
     if key is not None:
         remembered = idempotent_result_find(actor=actor, app=app, op=op, key=key, params=params)
         if remembered is not None:
-            return RouteResult(value=remembered.value, app=app, replayed=True, advisories=_notes(actor, found))
+            return RouteResult(
+                value=remembered.value,
+                app=app,
+                replayed=True,
+                advisories=_notes(actor, found),
+                change_id=remembered.change_id,
+            )
     route_id = found.route_id
     limits = current_limits()
     changes = ChangeSet() if kind == "mutation" and change_log_on() else None
@@ -216,7 +222,9 @@ def _route_run(
     if changes is not None:  # in the mutation's transaction: recorded exactly when the mutation commits
         change_id = change_record(app_id=app.id, actor=actor, via=via, route=op, changes=changes)
     if key is not None:  # in the mutation's transaction: remembered exactly when the mutation commits
-        idempotent_result_remember(actor=actor, app=app, op=op, key=key, params=params, value=value)
+        idempotent_result_remember(
+            actor=actor, app=app, op=op, key=key, params=params, value=value, change_id=change_id
+        )
     return RouteResult(value=value, app=app, advisories=_notes(actor, found), change_id=change_id)
 
 

@@ -112,3 +112,20 @@ def test_a_bad_change_id_is_invalid_input_saying_where_ids_come_from(live, alice
     mode = MODES[1].values[0]
     refused = call_tool_error(live, alice, mode, "revert_change", {"change_id": "abc"})
     assert "must be a change id (digits)" in text_of(refused)
+
+
+def test_a_retry_with_the_idempotency_key_answers_the_first_calls_change_id(live, alice, budget):
+    from tests.mcp_tools.conftest import mcp_client, run
+
+    mode = MODES[1].values[0]
+    args = mutate(budget, "add_expense", {"amount": 5, "category": "f"})
+
+    async def twice():
+        async with mcp_client(live, alice.token, mode) as client:
+            meta = {"io.charming/idempotency-key": "retry-1"}
+            return [await client.call_tool("mutate_app", args, meta=meta) for _ in range(2)]
+
+    first, retry = run(twice())
+    assert first.meta[CHANGE_ID] == retry.meta[CHANGE_ID]
+    assert "already ran with this idempotency key" in text_of(retry)
+    assert Change.objects.count() == 1
