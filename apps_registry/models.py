@@ -576,8 +576,11 @@ class Change(models.Model):
     its `ChangeEntry` rows, written with it in the mutation's transaction. A revert is a change too (`reverts`)."""
 
     id = models.BigAutoField(primary_key=True)
-    # No index of its own: (app, id) below serves the timeline and every lookup by app.
-    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="changes", db_index=False)
+    # No index of its own: (app, id) below serves the timeline and every lookup by app. No database constraint either
+    # (as IdempotentResult.app_id): a mutation's COMMIT would check it by locking the app's row (KEY SHARE), and
+    # app_delete holds that row FOR UPDATE while it waits for the mutation's storage lock, a deadlock. Deleting an
+    # app deletes its changes all the same (the ORM's cascade, after in-flight mutations committed).
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="changes", db_index=False, db_constraint=False)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -606,7 +609,7 @@ class ChangeEntry(models.Model):
     change = models.ForeignKey(Change, on_delete=models.CASCADE, related_name="entries", db_index=False)
     position = models.PositiveIntegerField()
     # The app again (not through the change): a record's history is one index range, (app, collection, record_id).
-    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+", db_index=False)
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False)
     collection = models.CharField(max_length=100)
     record_id = models.CharField(max_length=200)
     before = models.JSONField(null=True, blank=True)
