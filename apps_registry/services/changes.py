@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -24,7 +24,7 @@ from apps_registry.exceptions import AppNotFound, ChangeConflict, InvalidInput, 
 from apps_registry.models import App, Change, ChangeEntry, Record, Storage
 from apps_registry.plans import plan_stable
 from apps_registry.routes.limits import current_limits, limit_details
-from apps_registry.routes.storage import SqlStore
+from apps_registry.routes.storage import SqlStore, index_entry_refusal, index_entry_too_large
 from apps_registry.routes.store import ChangeSet
 from apps_registry.services.record_migrations import migration_refusal
 
@@ -169,6 +169,20 @@ def change_revert(
     A record the change created is deleted; one it deleted comes back with its id. All or nothing. With `app_id`
     (a page of that app), a change of another app is not found."""
     number = change_id_read(change_id)
+    try:
+        return _change_revert(actor=actor, number=number, force=force, via=via, app_id=app_id)
+    except IntegrityError:  # a record of the change created again by a mutation that committed in between
+        raise OperationFailed(
+            f"Change {number} was not reverted: one of its records was written by another call at the same moment. "
+            "Nothing was changed; look at its history again and retry."
+        ) from None
+    except DatabaseError as error:
+        if index_entry_too_large(error):  # an index declared since the change, that its earlier data no longer fits
+            raise index_entry_refusal() from None
+        raise
+
+
+def _change_revert(*, actor: Any, number: int, force: bool, via: str, app_id: uuid.UUID | None) -> RevertResult:
     with transaction.atomic():
         change, app, role = change_for(actor=actor, change_id=number)
         if app_id is not None and app.id != app_id:

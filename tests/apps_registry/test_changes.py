@@ -268,3 +268,16 @@ def test_deleting_an_app_deletes_its_history(user, app, purge):
     mutate(user, app, "remove", id="t1")
     app_delete(actor=user, app_id=app.id, purge_storage=purge, confirmed_via="confirm_parameter")
     assert not Change.objects.exists() and not ChangeEntry.objects.exists()
+
+
+def test_bringing_a_record_back_past_the_records_limit_is_refused_and_writes_nothing(user, app, settings):
+    mutate(user, app, "add", id="t1", title="Milk")  # a task and the counter
+    removed = mutate(user, app, "remove", id="t1").change_id
+    mutate(user, app, "add", id="t2", title="Eggs")  # t2 and the counter: at the limit below
+    settings.CHARMING_ROUTES_MAX_RECORDS_PER_APP = 2
+    with pytest.raises(OperationFailed, match="more than 2 records") as refused:
+        change_revert(actor=user, change_id=removed, via="mcp")
+    assert refused.value.details["limit"] == "records_per_app"
+    assert set(records(app, "tasks")) == {"t2"}
+    assert Storage.objects.get(app=app).records_held == 2
+    assert not Change.objects.filter(reverts__isnull=False).exists()
