@@ -24,6 +24,8 @@ from apps_registry.models import (
     App,
     AppVersion,
     AuditEvent,
+    Change,
+    ChangeEntry,
     ConfirmedEmail,
     Feedback,
     FeedbackResponse,
@@ -579,16 +581,39 @@ class ApiTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke selected tokens")
     def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         for token in queryset:
-            token_revoke(token=token)
+            token_revoke(token=token, actor=request.user)
         self.message_user(request, f"Revoked {queryset.count()} token(s).", messages.SUCCESS)
 
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The audit trail of access-changing acts (sharing, tokens, OAuth disconnections, deletions, purges); its
+    details name tokens by their public prefix only, never a secret."""
+
     list_display = ("created_at", "actor_repr", "action", "app_id")
     list_filter = ("action", "created_at")
     search_fields = ("actor_repr", "=app_id", "action")
     date_hierarchy = "created_at"
+
+
+@admin.register(Change)
+class ChangeAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The change log (services/changes.py): each mutation's records before and after; staff only look."""
+
+    list_display = ("id", "created_at", "actor_repr", "via", "route", "app_id", "records", "reverts_id")
+    list_filter = ("via", "created_at")
+    search_fields = ("actor_repr", "=app__id", "route")
+    date_hierarchy = "created_at"
+    readonly_fields = ("entries_shown",)
+
+    @admin.display(description="records before and after")
+    def entries_shown(self, obj: Change) -> str:
+        # ChangeEntry has a composite primary key, which the admin cannot show as an inline.
+        lines = [
+            f"{e.collection}/{e.record_id}: {json.dumps(e.before)} → {json.dumps(e.after)}"
+            for e in ChangeEntry.objects.filter(change=obj).order_by("position")[:100]
+        ]
+        return "\n".join(lines)
 
 
 @admin.register(ConfirmedEmail)

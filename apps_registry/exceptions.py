@@ -189,6 +189,29 @@ class VersionConflict(CharmingError):
         self.current_version = current_version
 
 
+class ChangeConflict(CharmingError):
+    """A revert refused because later changes touched the same records; `conflicts` names each (and the change)."""
+
+    kind = "conflict"
+    http_status = 409
+
+    def __init__(self, *, change_id: int, conflicts: list[dict[str, Any]]) -> None:
+        shown = ", ".join(f"{c['collection']}/{c['id']} (by change {c['change_id']})" for c in conflicts[:10])
+        more = f" and {len(conflicts) - 10} more" if len(conflicts) > 10 else ""
+        # The facts every transport states; each adds how to go on in its own words.
+        self.facts = (
+            f"Change {change_id} was not reverted: later changes touched the same records: {shown}{more}. "
+            "Nothing was changed."
+        )
+        super().__init__(
+            f"{self.facts} Look at those records' history first; to put them back as they were before change "
+            f"{change_id} anyway (undoing the later changes to them too), revert it with force.",
+            details={"change_id": str(change_id), "conflicts": conflicts[:50]},
+        )
+        self.change_id = change_id
+        self.conflicts = conflicts
+
+
 class TestsFailed(CharmingError):
     """A definition whose own tests fail; `details.tests` lists each result (expected vs got)."""
 

@@ -451,6 +451,8 @@ class IdempotentResult(models.Model):
     key = models.CharField(max_length=200)
     params_hash = models.CharField(max_length=64)  # sha256 of the params as canonical JSON
     value = models.JSONField(null=True)
+    # The first call's change in the change log (services/changes.py), so a retry answers the same change id.
+    change_id = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(db_index=True)
 
     class Meta:
@@ -566,3 +568,64 @@ class ConfirmedEmail(models.Model):
 
     def __str__(self) -> str:
         return f"{self.email} confirmed {self.confirmed_at:%Y-%m-%d %H:%M}"
+
+
+class ChangeVia(models.TextChoices):
+    MCP = "mcp", "MCP"
+    REST = "rest", "REST API"
+    PAGE = "page", "App page"
+    INTERNAL = "internal", "Server"
+
+
+class Change(models.Model):
+    """One mutation's change set (services/changes.py): who, when, through what, the route; its records are
+    its `ChangeEntry` rows, written with it in the mutation's transaction. A revert is a change too (`reverts`)."""
+
+    id = models.BigAutoField(primary_key=True)
+    # No index of its own: (app, id) below serves the timeline and every lookup by app. No database constraint either
+    # (as IdempotentResult.app_id): a mutation's COMMIT would check it by locking the app's row (KEY SHARE), and
+    # app_delete holds that row FOR UPDATE while it waits for the mutation's storage lock, a deadlock. Deleting an
+    # app deletes its changes all the same (the ORM's cascade, after in-flight mutations committed).
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="changes", db_index=False, db_constraint=False)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_repr = models.CharField(max_length=150)  # the username then: kept when the account goes
+    via = models.CharField(max_length=16, choices=ChangeVia.choices)
+    route = models.CharField(max_length=100, blank=True)  # empty for a revert
+    reverts = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reverted_by")
+    records = models.PositiveIntegerField()  # how many entries
+    # No index: the retention purge walks changes by id (they are made in time order), one index fewer per mutation.
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["app", "id"], name="change_app_timeline")]
+
+    def __str__(self) -> str:
+        return f"change {self.pk}"
+
+
+class ChangeEntry(models.Model):
+    """One record's before and after in a change (None: it did not exist before / no longer exists after)."""
+
+    # The change and the record's place in it: the primary key's index serves a change's entries, so no id sequence
+    # and no second index per entry (a mutation's write cost).
+    pk = models.CompositePrimaryKey("change", "position")
+    change = models.ForeignKey(Change, on_delete=models.CASCADE, related_name="entries", db_index=False)
+    position = models.PositiveIntegerField()
+    # The app again (not through the change): a record's history is one index range, (app, collection, record_id).
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False)
+    collection = models.CharField(max_length=100)
+    record_id = models.CharField(max_length=200)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["change", "position"]
+        indexes = [
+            models.Index(fields=["app", "collection", "record_id", "change"], name="change_entry_record_history")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.collection}/{self.record_id} in change {self.change_id}"

@@ -15,13 +15,15 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce, Length
 from oauth2_provider.models import AccessToken, Application, RefreshToken
 
-from apps_registry.access import apps_visible_to
+from apps_registry.access import app_for, apps_visible_to
 from apps_registry.cursors import cursor_make, cursor_read, items_within_budget
 from apps_registry.models import (
     Advisory,
     ApiToken,
     App,
     AppVersion,
+    Change,
+    ChangeEntry,
     ConfirmedEmail,
     Feedback,
     Invitation,
@@ -438,3 +440,112 @@ def records_changes_of(*, app_id: uuid.UUID | str) -> int | None:
     """The app's changes counter (+1 per write of its records; Storage.records_changes), None once it has no
     storage. One read by the storage's unique app key: what each poll of an open app page costs."""
     return Storage.objects.filter(app_id=app_id).values_list("records_changes", flat=True).first()
+
+
+# The change log's pages (list_changes, GET /api/apps/<id>/changes/, the activity page): changes per page by
+# default and at most, and the records shown per change (its `records` says how many it has).
+CHANGE_PAGE_SIZE = 20
+CHANGE_PAGE_MAX = 100
+CHANGE_ENTRIES_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class ChangeListing:
+    """One change of an app's history, newest first: who, when, through what, and its records' before and after."""
+
+    id: int
+    at: datetime
+    by: str
+    via: str
+    route: str
+    reverts: int | None
+    reverted_by: list[int]
+    records: int
+    entries: list[dict[str, Any]]  # {collection, id, before, after}; the first CHANGE_ENTRIES_SHOWN
+
+    def as_dict(self) -> dict[str, Any]:
+        shaped: dict[str, Any] = {
+            "id": str(self.id),
+            "at": self.at.isoformat(),
+            "by": self.by,
+            "via": self.via,
+            "route": self.route,
+            "records": self.records,
+            "entries": self.entries,
+        }
+        if self.reverts is not None:
+            shaped["reverts"] = str(self.reverts)
+        if self.reverted_by:
+            shaped["reverted_by"] = [str(n) for n in self.reverted_by]
+        return shaped
+
+
+@dataclass(frozen=True)
+class ChangesPage:
+    app: App
+    changes: list[ChangeListing]
+    next_cursor: str | None
+    truncated: bool
+
+
+def changes_page_for(
+    actor: Any,
+    *,
+    app_id: uuid.UUID | str,
+    collection: str | None = None,
+    record_id: str | None = None,
+    cursor: str | None = None,
+    limit: int = CHANGE_PAGE_SIZE,
+) -> ChangesPage:
+    """A page of an app's changes, newest first (any member may read them); with `collection` and `record_id`,
+    only the changes of that record (a record's history), each showing that record alone."""
+    app, _role = app_for(actor=actor, app_id=app_id, need="read")
+    one_record = collection is not None and record_id is not None
+    binding = f"list_changes|{app.pk}|{getattr(actor, 'pk', None)}|{collection if one_record else ''}|{record_id or ''}"
+    changes = Change.objects.filter(app=app)
+    if one_record:
+        touching = ChangeEntry.objects.filter(app=app, collection=collection, record_id=record_id).values("change_id")
+        changes = changes.filter(pk__in=touching)
+    if cursor:
+        (after,) = cursor_read(cursor, binding=binding, length=1, what="list_changes", path="$.cursor")
+        changes = changes.filter(pk__lt=int(after))
+    rows = list(changes.order_by("-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    reverted_by: dict[int, list[int]] = {}
+    for reverting, reverted in Change.objects.filter(reverts_id__in=[c.pk for c in rows]).values_list(
+        "id", "reverts_id"
+    ):
+        reverted_by.setdefault(reverted, []).append(reverting)
+    listings = []
+    for change in rows:
+        entries = ChangeEntry.objects.filter(change_id=change.pk)
+        if one_record:
+            entries = entries.filter(collection=collection, record_id=record_id)
+        shown = [
+            {"collection": e.collection, "id": e.record_id, "before": e.before, "after": e.after}
+            for e in entries.order_by("position")[:CHANGE_ENTRIES_SHOWN]
+        ]
+        listings.append(
+            ChangeListing(
+                id=change.pk,
+                at=change.created_at,
+                by=change.actor_repr,
+                via=change.via,
+                route=change.route,
+                reverts=change.reverts_id,
+                reverted_by=sorted(reverted_by.get(change.pk, [])),
+                records=change.records,
+                entries=shown,
+            )
+        )
+    kept = items_within_budget([listing.as_dict() for listing in listings])
+    truncated = kept < len(listings)
+    last = listings[kept - 1] if listings else None
+    next_cursor = cursor_make([str(last.id)], binding=binding) if last and (more or truncated) else None
+    return ChangesPage(app=app, changes=listings[:kept], next_cursor=next_cursor, truncated=truncated)
+
+
+def changes_made_before(cutoff: datetime) -> int:
+    """How many changes (of every app) were made before `cutoff`: what the history's purge would delete."""
+    return Change.objects.filter(created_at__lt=cutoff).count()

@@ -246,6 +246,12 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = _https_flag(
 SECURE_HSTS_PRELOAD = _https_flag("DJANGO_SECURE_HSTS_PRELOAD", env.str("DJANGO_SECURE_HSTS_PRELOAD", default=""))
 # How long storage detached by delete_app (without purge_storage) is kept before purge_storage removes it.
 CHARMING_STORAGE_RETENTION_DAYS = env.int("CHARMING_STORAGE_RETENTION_DAYS", default=30)
+# Days each mutation's change set (the records before and after: history and undo) is kept; purge_storage deletes
+# older ones.
+CHARMING_CHANGE_RETENTION_DAYS = env.int("CHARMING_CHANGE_RETENTION_DAYS", default=90)
+# Whether mutations record their change sets. Off only to measure what the change log costs (benchmarks/change_log.py):
+# without it, nothing can be reverted.
+CHARMING_CHANGE_LOG = env.bool("CHARMING_CHANGE_LOG", default=True)
 # Hours a mutation's idempotency key (MCP _meta "io.charming/idempotency-key", REST Idempotency-Key) is remembered:
 # a retry with the same key within the window gets the first call's result instead of writing again.
 CHARMING_IDEMPOTENCY_WINDOW_HOURS = env.int("CHARMING_IDEMPOTENCY_WINDOW_HOURS", default=24)

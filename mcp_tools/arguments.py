@@ -47,6 +47,11 @@ def _message(error: ValidationError) -> str:
         return "is required"
     if field == "app_id" and error.validator in ("pattern", "format"):
         return f"must be an app's UUID as list_apps returns it (e.g. {EXAMPLE_UUID}), got {clip_repr(error.instance)}"
+    if field == "change_id" and error.validator == "pattern":
+        return (
+            f"must be a change id (digits), as list_changes or mutate_app's _meta io.charming/change-id gives it, "
+            f"got {clip_repr(error.instance)}"
+        )
     if error.validator == "type":
         return f"must be of type {error.validator_value}, got {type_name(error.instance)}"
     if error.validator == "maxLength" and isinstance(error.instance, str):

@@ -8,7 +8,17 @@ from typing import Any
 
 from apps_registry.access import Need, Scope, scope_for
 from mcp_tools.contracts import contract_load
-from mcp_tools.tools import Handler, authoring, delete_app, get_app, list_apps, open_app, run_route, send_feedback
+from mcp_tools.tools import (
+    Handler,
+    authoring,
+    changes,
+    delete_app,
+    get_app,
+    list_apps,
+    open_app,
+    run_route,
+    send_feedback,
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,8 @@ TOOLS: tuple[McpTool, ...] = (
     _tool("update_app", authoring.handle_update, need="author"),
     _tool("get_app_source", authoring.handle_source, need="author"),
     _tool("check_app", authoring.handle_check, need="author"),
+    _tool("list_changes", changes.handle_list, need="read"),
+    _tool("revert_change", changes.handle_revert, need="mutate"),
 )
 _BY_NAME = {tool.name: tool for tool in TOOLS}
 

@@ -19,6 +19,7 @@ from apps_registry.cursors import json_bytes, tool_result_bytes
 from apps_registry.exceptions import (
     AccessDenied,
     AppNotFound,
+    ChangeConflict,
     CharmingError,
     InternalError,
     RouteKindMismatch,
@@ -51,6 +52,12 @@ def error_message(exc: CharmingError) -> str:
             f"{exc.facts} Re-read it with get_app_source "
             f"and apply your change to version {exc.current_version}, then call update_app with expected_version "
             f"{exc.current_version}."
+        )
+    if isinstance(exc, ChangeConflict):
+        return (
+            f"{exc.facts} See each record's history with list_changes (app_id, collection, record_id); revert the "
+            f"later changes first (newest first), or, if the user agrees to lose what they wrote to those records, "
+            f"call revert_change again with change_id '{exc.change_id}' and force=true."
         )
     if isinstance(exc, RouteNotFound):
         return f"{exc.message} Use get_app to see them."
@@ -99,9 +106,14 @@ def error_text(error: dict[str, Any]) -> str:
     return text
 
 
-def _result(text: str, structured: dict[str, Any] | None, *, is_error: bool) -> types.CallToolResult:
+def _result(
+    text: str, structured: dict[str, Any] | None, *, is_error: bool, meta: dict[str, Any] | None = None
+) -> types.CallToolResult:
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], structured_content=structured, is_error=is_error
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=structured,
+        is_error=is_error,
+        _meta=meta,
     )
 
 
@@ -111,14 +123,18 @@ def envelope_ok(
     advisories: list[dict[str, Any]] | None = None,
     text: str | None = None,
     paging: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> types.CallToolResult:
     """A successful envelope: `{ok: true, value, advisories?}` (plus `next_cursor`/`truncated` from `paging`,
-    for the tools whose contract pages); the text is the value as JSON unless given."""
+    for the tools whose contract pages); the text is the value as JSON unless given. `meta` is the result's
+    `_meta` (mutate_app's `io.charming/change-id`), outside the output schema."""
     structured: dict[str, Any] = {"ok": True, "value": value, **(paging or {})}
     if advisories:
         structured["advisories"] = advisories
     body = text if text is not None else json.dumps(value, ensure_ascii=False, indent=2, default=str)
-    return _result(body + over_budget_text(value) + advisories_text(advisories or []), structured, is_error=False)
+    return _result(
+        body + over_budget_text(value) + advisories_text(advisories or []), structured, is_error=False, meta=meta
+    )
 
 
 def over_budget_text(value: Any) -> str:

@@ -11,9 +11,13 @@ from rest_framework.views import APIView
 
 from apps_registry.access import Need
 from apps_registry.api.serializers import JsonChoiceField, JsonObjectField, StrictInputSerializer, input_validated
+from apps_registry.models import ChangeVia
 from apps_registry.services.advisories import AdvisoryNote
 from apps_registry.services.idempotency import idempotency_key_check
 from apps_registry.services.routes import route_run
+
+# The response header carrying a mutation's change id (the change log: GET /api/apps/<id>/changes/).
+CHANGE_ID_HEADER = "Charming-Change-Id"
 
 
 class AdvisorySerializer(serializers.Serializer):
@@ -86,8 +90,13 @@ class RouteRunView(APIView):
             kind=data["kind"],
             idempotency_key=key,
             advisories=True,
+            via=ChangeVia.REST,
         )
         response = Response(with_advisories({"ok": True, "value": result.value}, list(result.advisories)))
+        if (
+            result.change_id is not None
+        ):  # the change log's id of what it wrote: revert it with POST /api/changes/<id>/revert/
+            response[CHANGE_ID_HEADER] = str(result.change_id)
         if result.replayed:
             response["Idempotent-Replayed"] = "true"
         return response

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps_registry.api import apps, definitions, feedback, runs, sharing
+from apps_registry.api import apps, changes, definitions, feedback, runs, sharing
 
 app_name = "api"
 
@@ -12,6 +12,8 @@ urlpatterns = [
     path("apps/<str:app_id>/definition/", definitions.DefinitionView.as_view(), name="app-definition"),
     path("apps/<str:app_id>/feedback/", feedback.AppFeedbackView.as_view(), name="app-feedback"),
     path("apps/<str:app_id>/run/<str:op>/", runs.RouteRunView.as_view(), name="app-run"),
+    path("apps/<str:app_id>/changes/", changes.AppChangesView.as_view(), name="app-changes"),
+    path("changes/<str:change_id>/revert/", changes.ChangeRevertView.as_view(), name="change-revert"),
     path("apps/<str:app_id>/members/", sharing.AppMembersView.as_view(), name="app-members"),
     path("apps/<str:app_id>/members/<str:username>/", sharing.AppMemberView.as_view(), name="app-member"),
     path("apps/<str:app_id>/invitations/", sharing.AppInvitationsView.as_view(), name="app-invitations"),

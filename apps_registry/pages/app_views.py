@@ -29,7 +29,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps_registry.access import SHAREABLE_ROLES, app_for, role_allows
 from apps_registry.exceptions import AccessDenied, CharmingError, HandlerError, InvalidInput, NotFound, UnknownOp
-from apps_registry.models import App, Route
+from apps_registry.models import App, ChangeVia, Route
 from apps_registry.pages.actions import field_order, is_destructive, record_params, shown_collections
 from apps_registry.pages.forms import InvitationCreateForm
 from apps_registry.pages.hints import route_hints, route_title
@@ -529,7 +529,9 @@ def route_submit(request: HttpRequest, app_id: uuid.UUID, op: str) -> HttpRespon
     if form.has_errors:
         return failure(400)
     try:
-        result = route_run(actor=request.user, app_id=app.id, op=op, params=form.params, kind="mutation")
+        result = route_run(
+            actor=request.user, app_id=app.id, op=op, params=form.params, kind="mutation", via=ChangeVia.PAGE
+        )
     except AccessDenied as error:
         return refusal_page(request, app, error)
     except InvalidInput as error:

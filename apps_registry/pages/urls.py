@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from apps_registry.pages import app_views, live, sharing_views, views
+from apps_registry.pages import app_views, history_views, live, sharing_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -63,6 +63,18 @@ urlpatterns = [
     path("apps/<uuid:app_id>/export.json", app_views.export_json, name="app_export_json"),
     path("apps/<uuid:app_id>/export.csv", app_views.export_csv, name="app_export_csv"),
     path("apps/<uuid:app_id>/delete/", app_views.app_delete_page, name="app_delete"),
+    # --- Activity: the change log, a record's history, revert (apps_registry/pages/history_views.py) ---
+    path("apps/<uuid:app_id>/activity/", history_views.activity_page, name="app_activity"),
+    path(
+        "apps/<uuid:app_id>/records/<str:collection>/<path:record_id>/history/",
+        history_views.record_history_page,
+        name="app_record_history",
+    ),
+    path(
+        "apps/<uuid:app_id>/changes/<str:change_id>/revert/",
+        history_views.change_revert_submit,
+        name="app_change_revert",
+    ),
     # --- Sharing (apps_registry/pages/sharing_views.py) ---
     path("apps/<uuid:app_id>/members/invite/", sharing_views.member_invite, name="app_member_invite"),
     path("apps/<uuid:app_id>/members/<str:username>/role/", sharing_views.member_role_change, name="app_member_role"),

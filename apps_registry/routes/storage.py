@@ -42,7 +42,7 @@ from apps_registry.models import Record, Storage
 from apps_registry.plans import plan_stable
 from apps_registry.routes.dates import DATE_PATTERN, NOT_A_DATE, TIMESTAMP_PATTERN, sqlite_bucket
 from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
-from apps_registry.routes.store import Group, Measure, RowOrder, document, encoded_record, missing
+from apps_registry.routes.store import ChangeSet, Group, Measure, RowOrder, document, encoded_record, missing
 
 _LOOKUPS = {"eq": "exact", "ne": "exact", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte", "in": "in"}
 
@@ -545,9 +545,17 @@ class SqlStore:
     the ORM cost more than the rest of a step."""
 
     def __init__(
-        self, *, storage_id: Any, max_bytes: int, savepoint: bool = True, indexes: dict[str, Indexes] | None = None
+        self,
+        *,
+        storage_id: Any,
+        max_bytes: int,
+        savepoint: bool = True,
+        indexes: dict[str, Indexes] | None = None,
+        changes: ChangeSet | None = None,
     ) -> None:
         self.storage_id = storage_id
+        # Where the writes note each record's before and after (the change log, services/changes.py); None: not noted.
+        self.changes = changes
         self.max_bytes = max_bytes
         # The app's declared indexes by collection (declared_index_paths): on PostgreSQL an equality a declared
         # index serves is written without the GIN containment. Whether the index is built yet does not matter
@@ -708,10 +716,20 @@ class SqlStore:
                 f"A record {collection}/{record_id} already exists; use update or upsert to change it.",
                 details={"collection": collection, "id": record_id},
             ) from None
+        if self.changes is not None:
+            self.changes.note(collection, record_id, None, data)
         return document(record_id, data)
 
     def _locked(self, collection: str, record_id: str) -> Record | None:
         return self._records(collection).select_for_update().filter(record_id=record_id).first()
+
+    def _locked_data(self, collection: str, record_id: str) -> dict[str, Any] | None:
+        """A record's data, its row locked until the call commits (by the unique index, as plain SQL like `get`)."""
+        storage = Record._meta.get_field("storage").get_db_prep_value(self.storage_id, connection)
+        with connection.cursor() as cursor:
+            cursor.execute(_get_sql(locked=connection.vendor == "postgresql"), [storage, collection, record_id])
+            row = cursor.fetchone()
+        return None if row is None else _json(row[0])
 
     def update(self, collection: str, record_id: str, changes: dict[str, Any]) -> dict[str, Any]:
         record = self._locked(collection, record_id)
@@ -723,6 +741,8 @@ class SqlStore:
         data = {**record.data, **changes}
         encoded_record(record.collection, record.record_id, data, self.max_bytes)
         Record.objects.filter(pk=record.pk).update(data=data, version=F("version") + 1, updated_at=timezone.now())
+        if self.changes is not None:
+            self.changes.note(record.collection, record.record_id, record.data, data)
         return document(record.record_id, data)
 
     def upsert(self, collection: str, record_id: str, changes: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -740,6 +760,8 @@ class SqlStore:
             if record is None:
                 raise
             return self._merge(record, changes), False
+        if self.changes is not None:
+            self.changes.note(collection, record_id, None, changes)
         return document(record_id, changes), True
 
     def delete(self, collection: str, record_id: str) -> dict[str, Any]:
@@ -747,6 +769,8 @@ class SqlStore:
         if record is None:
             raise missing(collection, record_id, "delete")
         Record.objects.filter(pk=record.pk).delete()
+        if self.changes is not None:
+            self.changes.note(collection, record_id, record.data, None)
         return document(record_id, record.data)
 
     def increment(
@@ -758,10 +782,19 @@ class SqlStore:
         fails the call, which rolls the UPDATE back: CEL and JSON readers could not load it."""
         if not connection.features.can_return_columns_from_insert:
             raise OperationFailed("increment needs PostgreSQL or SQLite 3.35 or later (UPDATE ... RETURNING).")
+        # The change log needs the record before and after. After: the UPDATE returns it. Before: on PostgreSQL the
+        # same statement reads and locks it (a CTE); SQLite's RETURNING sees only the new row, so a read by the unique
+        # index goes first (in-process, and no other writer can come between: SQLite has one at a time).
+        noting = self.changes is not None
+        before = None
+        if noting and connection.vendor != "postgresql":
+            before = self._locked_data(collection, record_id)
         try:
-            row = self._increment_returning(collection, record_id, key, by, reread=reread)
+            row = self._increment_returning(collection, record_id, key, by, reread=reread or noting, old=noting)
         except IntegrityError:  # SQLite: an infinite sum is not valid JSON (the column's CHECK refuses it)
             row = (None, math.inf)
+        if row is not None and len(row) > 2:
+            row, before = row[:2], row[2]
         if row is None:
             if not self._records(collection).filter(record_id=record_id).exists():
                 raise missing(collection, record_id, "increment")
@@ -776,14 +809,17 @@ class SqlStore:
                 "of a 64-bit integer (for ints) or of a finite double; nothing was changed.",
                 details={"collection": collection, "id": record_id, "field": key},
             )
+        if self.changes is not None and before is not None:
+            self.changes.note(collection, record_id, before, data if isinstance(data, dict) else {})
         if not reread:
             return None
         return document(record_id, data if isinstance(data, dict) else {})
 
     def _increment_returning(
-        self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool
-    ) -> tuple[dict[str, Any] | None, Any] | None:
-        """One UPDATE ... RETURNING: (the new data when `reread`, the new field value); None when no row matched."""
+        self, collection: str, record_id: str, key: str, by: int | float, *, reread: bool, old: bool = False
+    ) -> tuple[Any, ...] | None:
+        """One UPDATE ... RETURNING: (the new data when `reread`, the new field value, and on PostgreSQL with `old`
+        the data before, read and locked by the same statement); None when no row matched."""
         opts = Record._meta
         quote = connection.ops.quote_name
         if connection.vendor == "postgresql":
@@ -798,27 +834,44 @@ class SqlStore:
             value_params = [path, path, by]
             field_type, type_params = "json_type(data, %s)", [path]
             new_field, field_params = "json_extract(data, %s)", [path]
-        sql = plan_stable(  # by the unique (storage, collection, record_id) index
-            f"UPDATE {quote(opts.db_table)} SET data = {new_value}, version = version + 1, updated_at = %s "
-            f"WHERE storage_id = %s AND collection = %s AND record_id = %s "
-            f"AND ({field_type} IS NULL OR {field_type} IN ('number', 'integer', 'real', 'null')) "
-            f"RETURNING {'data' if reread else 'NULL'}, {new_field}"
-        )
-        params = [
-            *value_params,
-            opts.get_field("updated_at").get_db_prep_value(timezone.now(), connection),
-            opts.get_field("storage").get_db_prep_value(self.storage_id, connection),
-            collection,
-            record_id,
-            *type_params,
-            *type_params,
-            *field_params,
-        ]
+        updated_at = opts.get_field("updated_at").get_db_prep_value(timezone.now(), connection)
+        storage = opts.get_field("storage").get_db_prep_value(self.storage_id, connection)
+        is_number = f"({field_type} IS NULL OR {field_type} IN ('number', 'integer', 'real', 'null'))"
+        table = quote(opts.db_table)
+        if old and connection.vendor == "postgresql":
+            # The row read FOR UPDATE by the CTE is the version the UPDATE changes (a concurrent writer's is waited
+            # for, and then read), so its data is exactly the record before this increment.
+            sql = plan_stable(  # by the unique (storage, collection, record_id) index
+                f"WITH old AS (SELECT id AS old_id, data AS old_data FROM {table} "
+                "WHERE storage_id = %s AND collection = %s AND record_id = %s FOR UPDATE) "
+                f"UPDATE {table} SET data = {new_value}, version = version + 1, updated_at = %s FROM old "
+                f"WHERE id = old.old_id AND {is_number} RETURNING data, {new_field}, old.old_data"
+            )
+            params = [storage, collection, record_id, *value_params, updated_at, *type_params, *type_params]
+            params += field_params
+        else:
+            sql = plan_stable(  # by the unique (storage, collection, record_id) index
+                f"UPDATE {table} SET data = {new_value}, version = version + 1, updated_at = %s "
+                f"WHERE storage_id = %s AND collection = %s AND record_id = %s AND {is_number} "
+                f"RETURNING {'data' if reread else 'NULL'}, {new_field}"
+            )
+            params = [
+                *value_params,
+                updated_at,
+                storage,
+                collection,
+                record_id,
+                *type_params,
+                *type_params,
+                *field_params,
+            ]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
         if row is None:
             return None
+        if len(row) > 2:
+            return _json(row[0]), row[1], _json(row[2])
         return (_json(row[0]) if reread else None), row[1]
 
     def record_count(self) -> int:
@@ -836,10 +889,11 @@ class SqlStore:
 
 # The engine's statements by key, written once per process (declared plan-stable: apps_registry/plans.py).
 @functools.cache
-def _get_sql() -> str:
+def _get_sql(*, locked: bool = False) -> str:
     # By the unique (storage, collection, record_id) index.
     table = connection.ops.quote_name(Record._meta.db_table)
-    return plan_stable(f"SELECT data FROM {table} WHERE storage_id = %s AND collection = %s AND record_id = %s")
+    lock = " FOR UPDATE" if locked else ""
+    return plan_stable(f"SELECT data FROM {table} WHERE storage_id = %s AND collection = %s AND record_id = %s{lock}")
 
 
 @functools.cache

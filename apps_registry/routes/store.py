@@ -117,6 +117,34 @@ class Store(Protocol):
         ...
 
 
+class ChangeSet:
+    """The records one mutation changed, each with its data before and after (None: absent), as a store that
+    records (`SqlStore(changes=...)`) notes its writes. A record written twice in one call counts once: its first
+    before and its last after; one created and deleted again, or left as it was, not at all."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self) -> None:
+        self._records: dict[tuple[str, str], list[Any]] = {}
+
+    def note(
+        self, collection: str, record_id: str, before: dict[str, Any] | None, after: dict[str, Any] | None
+    ) -> None:
+        noted = self._records.get((collection, record_id))
+        if noted is None:
+            self._records[(collection, record_id)] = [before, after]
+        else:
+            noted[1] = after
+
+    def entries(self) -> list[tuple[str, str, dict[str, Any] | None, dict[str, Any] | None]]:
+        """(collection, record_id, before, after) in the order the records were first written."""
+        return [
+            (collection, record_id, before, after)
+            for (collection, record_id), (before, after) in self._records.items()
+            if before != after
+        ]
+
+
 def document(record_id: str, data: dict[str, Any]) -> dict[str, Any]:
     """A record as routes see it: its data plus `id`."""
     return {**data, "id": record_id}

@@ -69,6 +69,7 @@ def _window_start() -> Any:
 @dataclass(frozen=True)
 class Remembered:
     value: Any
+    change_id: int | None = None  # the first call's change (None: it changed no record, or the log was off)
 
 
 def idempotent_result_find(
@@ -87,7 +88,7 @@ def idempotent_result_find(
             "must send the same params. Use a new key for a different change.",
             errors=[{"path": key.source, "message": "already used with other params"}],
         )
-    return Remembered(value=found.value)
+    return Remembered(value=found.value, change_id=found.change_id)
 
 
 class KeyTaken(Exception):
@@ -95,7 +96,14 @@ class KeyTaken(Exception):
 
 
 def idempotent_result_remember(
-    *, actor: Any, app: App, op: str, key: IdempotencyKey, params: dict[str, Any] | None, value: Any
+    *,
+    actor: Any,
+    app: App,
+    op: str,
+    key: IdempotencyKey,
+    params: dict[str, Any] | None,
+    value: Any,
+    change_id: int | None = None,
 ) -> None:
     """Record the result, in the caller's (the mutation's) transaction. KeyTaken when a concurrent call with the
     same key got there first (the unique constraint waits for it to commit)."""
@@ -111,6 +119,7 @@ def idempotent_result_remember(
                 key=key.value,
                 params_hash=params_hash(params),
                 value=value,
+                change_id=change_id,
                 created_at=timezone.now(),
             )
     except IntegrityError:

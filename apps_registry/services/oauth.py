@@ -17,6 +17,7 @@ from oauth2_provider.settings import oauth2_settings
 from apps_registry.exceptions import AuthenticationFailed
 from apps_registry.models import OAuthClientRegistration, RedeemedAuthorizationCode
 from apps_registry.oauth.scopes import scopes_parse
+from apps_registry.services.apps import audit_record
 
 REGISTRATION_WINDOW = timedelta(hours=1)
 # How long an exchanged code is remembered. A code lives a minute (AUTHORIZATION_CODE_EXPIRE_SECONDS); a replay
@@ -118,6 +119,14 @@ def oauth_client_disconnect(*, user: Any, application_id: int) -> int:
     revoked = len(refresh_tokens) + access_tokens.count()
     access_tokens.delete()
     Grant.objects.filter(user=user, application_id=application_id).delete()
+    if revoked:
+        name = Application.objects.filter(pk=application_id).values_list("name", flat=True).first() or ""
+        audit_record(
+            actor=user,
+            action="oauth.disconnect",
+            app_id=None,
+            details={"client_id_pk": application_id, "client_name": name, "tokens_revoked": revoked},
+        )
     return revoked
 
 

@@ -19,14 +19,16 @@ from apps_registry.exceptions import (
     RouteRemoved,
     unstorable_text_refuse,
 )
-from apps_registry.models import Advisory, App, Feedback, FeedbackResponse, Membership, Route, Storage
+from apps_registry.models import Advisory, App, ChangeVia, Feedback, FeedbackResponse, Membership, Route, Storage
 from apps_registry.plans import plan_stable
 from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import run_route
 from apps_registry.routes.storage import SqlStore, declared_index_paths, index_entry_refusal, index_entry_too_large
+from apps_registry.routes.store import ChangeSet
 from apps_registry.rows import columns_of
 from apps_registry.services.advisories import AdvisoryNote, AdvisoryState, advisories_for_call
+from apps_registry.services.changes import change_log_on, change_record
 from apps_registry.services.idempotency import (
     IdempotencyKey,
     KeyTaken,
@@ -51,6 +53,7 @@ class RouteResult:
     app: App  # the app the route ran in (for advisories)
     replayed: bool = False  # the remembered result of an earlier call with the same idempotency key
     advisories: tuple[AdvisoryNote, ...] = ()  # what the result carries (route_run with advisories=True)
+    change_id: int | None = None  # the mutation's change set in the change log (a replay: the first call's)
 
 
 def route_run(
@@ -62,6 +65,7 @@ def route_run(
     kind: Literal["query", "mutation"],
     idempotency_key: IdempotencyKey | None = None,
     advisories: bool = False,
+    via: str = ChangeVia.INTERNAL,
 ) -> RouteResult:
     """Run route `op` of app `app_id` as `actor`. Raises only apps_registry.exceptions errors.
 
@@ -69,6 +73,8 @@ def route_run(
     returns that first call's result (`replayed`) instead of running again; queries ignore the key.
     With `advisories`, the result also carries the advisories a transport shows with it (services.advisories),
     read by the route's own lookup and in a mutation's own transaction: no second transaction per call.
+    A mutation that changed records records its change set (services.changes) in its transaction, with `via` (the
+    transport: mcp, rest, page) and returns its `change_id`.
     """
     unstorable_text_refuse(op, path="$.op", what="The route name (op)")
     unstorable_text_refuse(params, path="$.params", what="The params")
@@ -83,6 +89,7 @@ def route_run(
             kind=kind,
             idempotency_key=idempotency_key,
             advisories=advisories,
+            via=via,
         )
 
 
@@ -95,6 +102,7 @@ def _route_run_retrying(
     kind: Literal["query", "mutation"],
     idempotency_key: IdempotencyKey | None,
     advisories: bool,
+    via: str,
 ) -> RouteResult:
     if kind == "query":
         return _route_run(actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=None, notes=advisories)
@@ -105,7 +113,14 @@ def _route_run_retrying(
             # engine's own transaction becomes a savepoint of this one. See _route_for_call_sql.
             with transaction.atomic():
                 result = _route_run(
-                    actor=actor, app_id=app_id, op=op, params=params, kind=kind, key=idempotency_key, notes=advisories
+                    actor=actor,
+                    app_id=app_id,
+                    op=op,
+                    params=params,
+                    kind=kind,
+                    key=idempotency_key,
+                    notes=advisories,
+                    via=via,
                 )
                 committing = True
             return result
@@ -141,7 +156,7 @@ def _commit_resolved(
         except DatabaseError:
             remembered = None
         if remembered is not None:
-            return RouteResult(value=remembered.value, app=app)
+            return RouteResult(value=remembered.value, app=app, change_id=remembered.change_id)
     raise CommitUnconfirmed()
 
 
@@ -154,6 +169,7 @@ def _route_run(
     kind: Literal["query", "mutation"],
     key: IdempotencyKey | None,
     notes: bool = False,
+    via: str = ChangeVia.INTERNAL,
 ) -> RouteResult:
     # The hot path: the caller's role, the app, its storage and the route's version in one query.
     found = _route_for_call(actor=actor, app_id=app_id, op=op, hold_storage=kind == "mutation", advisories=notes)
@@ -173,9 +189,16 @@ def _route_run(
     if key is not None:
         remembered = idempotent_result_find(actor=actor, app=app, op=op, key=key, params=params)
         if remembered is not None:
-            return RouteResult(value=remembered.value, app=app, replayed=True, advisories=_notes(actor, found))
+            return RouteResult(
+                value=remembered.value,
+                app=app,
+                replayed=True,
+                advisories=_notes(actor, found),
+                change_id=remembered.change_id,
+            )
     route_id = found.route_id
     limits = current_limits()
+    changes = ChangeSet() if kind == "mutation" and change_log_on() else None
     compiled = cached_route(route_id=route_id, version=found.version, limits=limits)
     if compiled is None:  # this route version's first call in this process
         compiled = compile_route(_route_or_unknown(route_id, op), limits)
@@ -191,12 +214,18 @@ def _route_run(
             max_bytes=limits.record_bytes,
             savepoint=False,
             indexes=declared_index_paths(app.collections),  # the lookup's App row: no query of its own
+            changes=changes,
         ),
         limits=limits,
     )
+    change_id = None
+    if changes is not None:  # in the mutation's transaction: recorded exactly when the mutation commits
+        change_id = change_record(app_id=app.id, actor=actor, via=via, route=op, changes=changes)
     if key is not None:  # in the mutation's transaction: remembered exactly when the mutation commits
-        idempotent_result_remember(actor=actor, app=app, op=op, key=key, params=params, value=value)
-    return RouteResult(value=value, app=app, advisories=_notes(actor, found))
+        idempotent_result_remember(
+            actor=actor, app=app, op=op, key=key, params=params, value=value, change_id=change_id
+        )
+    return RouteResult(value=value, app=app, advisories=_notes(actor, found), change_id=change_id)
 
 
 def _notes(actor: Any, found: _RouteForCall) -> tuple[AdvisoryNote, ...]:

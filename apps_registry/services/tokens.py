@@ -20,6 +20,7 @@ from apps_registry.exceptions import AuthenticationFailed, InvalidInput, NotFoun
 from apps_registry.models import ApiToken
 from apps_registry.plans import plan_stable
 from apps_registry.rows import columns_of
+from apps_registry.services.apps import audit_record
 from apps_registry.services.email_confirmation import confirmed_email_require
 
 TOKEN_PREFIX = "chm_"
@@ -78,15 +79,24 @@ def token_create(
     prefix = secrets.token_hex(4)
     plaintext = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
     expires_at = timezone.now() + timedelta(days=expires_days) if expires_days else None
-    token = ApiToken.objects.create(
-        user=user,
-        name=name,
-        prefix=f"{TOKEN_PREFIX}{prefix}",
-        secret_hash=token_hash(plaintext),
-        expires_at=expires_at,
-        scopes=stored_scopes,
-    )
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            user=user,
+            name=name,
+            prefix=f"{TOKEN_PREFIX}{prefix}",
+            secret_hash=token_hash(plaintext),
+            expires_at=expires_at,
+            scopes=stored_scopes,
+        )
+        # The audit trail names the token by its public prefix; never its secret.
+        audit_record(
+            actor=user, action="token.create", app_id=None, details=_token_details(token, by_operator=by_operator)
+        )
     return IssuedToken(token=token, plaintext=plaintext)
+
+
+def _token_details(token: ApiToken, **extra: Any) -> dict[str, Any]:
+    return {"token_id": token.pk, "prefix": token.prefix, "name": token.name, "scopes": token.scopes, **extra}
 
 
 def token_authenticate(*, plaintext: str | None) -> ApiToken:
@@ -156,11 +166,12 @@ def token_last_used_note(*, token: ApiToken) -> None:
 
 
 @transaction.atomic
-def token_revoke(*, token: ApiToken) -> ApiToken:
-    """Revoke a token; revoking twice keeps the first revocation time."""
+def token_revoke(*, token: ApiToken, actor: Any = None) -> ApiToken:
+    """Revoke a token (by `actor`: its owner when None); revoking twice keeps the first revocation time."""
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
+        audit_record(actor=actor or token.user, action="token.revoke", app_id=None, details=_token_details(token))
     return token
 
 
@@ -169,4 +180,4 @@ def token_revoke_own(*, actor: Any, token_id: int | str) -> ApiToken:
     token = ApiToken.objects.filter(pk=token_id, user=actor).first() if str(token_id).isdigit() else None
     if token is None:
         raise NotFound(f"No token with id {token_id} exists.")
-    return token_revoke(token=token)
+    return token_revoke(token=token, actor=actor)

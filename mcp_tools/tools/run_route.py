@@ -6,6 +6,7 @@ import json
 from typing import Any, Literal
 
 from apps_registry.exceptions import CharmingError
+from apps_registry.models import ChangeVia
 from apps_registry.services.advisories import advisories_after_commit
 from apps_registry.services.idempotency import idempotency_key_check
 from apps_registry.services.routes import route_run
@@ -13,6 +14,8 @@ from mcp_tools.results import advisories_as_contract, envelope_ok, error_result
 from mcp_tools.tools import ToolCall, ToolResult, db
 
 IDEMPOTENCY_META_KEY = "io.charming/idempotency-key"
+# The result's _meta key carrying a mutation's change id (list_changes, revert_change); the output schema is unchanged.
+CHANGE_ID_META_KEY = "io.charming/change-id"
 
 
 def _run(
@@ -22,23 +25,30 @@ def _run(
     params: dict[str, Any] | None,
     kind: Literal["query", "mutation"],
     meta: dict[str, Any],
-) -> tuple[Any, CharmingError | None, list[dict[str, Any]], bool]:
+) -> tuple[Any, CharmingError | None, list[dict[str, Any]], bool, int | None]:
     try:
         key = None
         if kind == "mutation":
             key = idempotency_key_check(meta.get(IDEMPOTENCY_META_KEY), source=f"_meta.{IDEMPOTENCY_META_KEY}")
         result = route_run(
-            actor=user, app_id=app_id, op=op, params=params, kind=kind, idempotency_key=key, advisories=True
+            actor=user,
+            app_id=app_id,
+            op=op,
+            params=params,
+            kind=kind,
+            idempotency_key=key,
+            advisories=True,
+            via=ChangeVia.MCP,
         )
     except CharmingError as error:
-        return None, error, advisories_as_contract(advisories_after_commit(actor=user, app_id=app_id)), False
-    return result.value, None, advisories_as_contract(list(result.advisories)), result.replayed
+        return None, error, advisories_as_contract(advisories_after_commit(actor=user, app_id=app_id)), False, None
+    return result.value, None, advisories_as_contract(list(result.advisories)), result.replayed, result.change_id
 
 
 async def _handle(call: ToolCall, kind: Literal["query", "mutation"]) -> ToolResult:
     args = call.arguments
     meta = dict(call.params.meta or {})
-    value, error, advisories, replayed = await db(
+    value, error, advisories, replayed, change_id = await db(
         _run, call.user, args["app_id"], args["op"], args.get("params"), kind, meta
     )
     if error is not None:
@@ -47,7 +57,14 @@ async def _handle(call: ToolCall, kind: Literal["query", "mutation"]) -> ToolRes
     if replayed:
         head = f"{args['op']} already ran with this idempotency key; nothing was written again. Its result was:\n"
     text = head + json.dumps(value, ensure_ascii=False, indent=2, default=str)
-    return envelope_ok(value, advisories=advisories, text=text)
+    result_meta = None
+    if change_id is not None:
+        result_meta = {CHANGE_ID_META_KEY: str(change_id)}
+        text += (
+            f"\n\nRecorded as change {change_id}: if this was a mistake, revert_change with change_id "
+            f"'{change_id}' puts the records back as they were."
+        )
+    return envelope_ok(value, advisories=advisories, text=text, meta=result_meta)
 
 
 async def handle_mutate(call: ToolCall) -> ToolResult:

@@ -13,6 +13,7 @@ from apps_registry.models import (
     ApiToken,
     App,
     AuditEvent,
+    Change,
     Feedback,
     FeedbackResponse,
     Invitation,
@@ -38,6 +39,8 @@ def populated(staff):
     advisory.app.routes.create(name="add", kind="mutation")
     token_create(user=advisory.app.owner)
     AuditEvent.objects.create(actor=staff, actor_repr="staffer", action="app.delete", details={})
+    change = Change.objects.create(app=advisory.app, actor_repr="owner", via="mcp", route="add", records=1)
+    change.entries.create(position=0, app=advisory.app, collection="items", record_id="r1", before=None, after={"n": 1})
     invitation_create(actor=advisory.app.owner, app_id=advisory.app.id, invitee=UserFactory().username, role="viewer")
     PurgeJob.objects.create(
         kind="app", target_id=advisory.app.id, target_label="Budget", requested_by=staff, requested_by_repr="staffer"

@@ -20,6 +20,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
         "fairness.py",
         "live_updates.py",
         "open_app.py",
+        "change_log.py",
     ],
 )
 def test_benchmark_script_prints_its_help(script):

@@ -33,7 +33,9 @@ def test_every_contract_has_valid_schemas_and_the_fields_a_tool_needs(name):
     Draft202012Validator.check_schema(contract["outputSchema"])
 
 
-@pytest.mark.parametrize("name", ["list_apps", "get_app", "open_app", "query_app", "get_app_source", "check_app"])
+@pytest.mark.parametrize(
+    "name", ["list_apps", "get_app", "open_app", "query_app", "get_app_source", "check_app", "list_changes"]
+)
 def test_companion_readers_are_annotated_read_only(name):
     annotations = CONTRACTS[name]["annotations"]
     assert annotations["readOnlyHint"] is True and annotations["destructiveHint"] is False
@@ -121,6 +123,8 @@ def test_each_tool_is_one_record_and_only_delete_app_answers_without_the_envelop
         "update_app",
         "get_app_source",
         "check_app",
+        "list_changes",
+        "revert_change",
     ]
     assert all(tool.contract["name"] == tool.name for tool in TOOLS)
     assert [tool.name for tool in TOOLS if not tool.answers_envelope] == ["delete_app"]

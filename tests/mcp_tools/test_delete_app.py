@@ -74,7 +74,7 @@ def test_declining_or_cancelling_the_prompt_deletes_nothing(live, alice, budget,
 
     assert result.structured_content == {"ok": True, "id": str(budget.id), "deleted": False, "cancelled": True}
     assert App.objects.filter(pk=budget.id).exists()
-    assert not AuditEvent.objects.exists()
+    assert not AuditEvent.objects.filter(action="app.delete").exists()
     assert ("declined" if action == "decline" else "cancelled") in text_of(result)
 
 

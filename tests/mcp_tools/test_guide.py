@@ -109,3 +109,32 @@ def test_the_guides_per_app_server_example_is_what_the_server_lists(user):
     served = [tool_for_route(str(app.id), route) for route in app.routes.order_by("name")]
     shown = json.loads(listed.group(1))["tools"]
     assert [{key: tool[key] for key in ("name", "description", "annotations")} for tool in served] == shown
+
+
+def test_the_guides_undo_example_calls_the_tools_as_their_contracts_take_them():
+    from jsonschema import Draft202012Validator
+
+    from mcp_tools.registry import TOOLS
+
+    section = re.search(r"## Undoing a wrong mutation.*?\n(.*?)\n## ", guide_text(), re.S)
+    assert section is not None
+    text = section.group(1)
+    contracts = {tool.name: tool.contract for tool in TOOLS}
+    assert "io.charming/change-id" in text
+    calls = {
+        "revert_change": {"change_id": "42"},
+        "list_changes": {"app_id": "16e11369-d40c-40c3-af10-adf5e28fe88b", "collection": "expenses", "record_id": "e1"},
+    }
+    for name, arguments in calls.items():
+        assert f"`{name} {{" in text, name
+        assert list(Draft202012Validator(contracts[name]["inputSchema"]).iter_errors(arguments)) == []
+    value = json.loads(re.search(r'`revert_change \{change_id: "42"\}` → `(\{.*?\})`', text).group(1))
+    assert (
+        list(
+            Draft202012Validator(contracts["revert_change"]["outputSchema"]).iter_errors(
+                {"ok": True, "value": {"app_id": "16e11369-d40c-40c3-af10-adf5e28fe88b", **value}}
+            )
+        )
+        == []
+    )
+    assert "force: true" in text and "conflict" in text

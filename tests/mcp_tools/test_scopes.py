@@ -29,6 +29,8 @@ EXPECTED_SCOPES = {
     "update_app": "apps:write",
     "get_app_source": "apps:write",
     "check_app": "apps:write",
+    "list_changes": "apps:read",
+    "revert_change": "apps:write",
 }
 TOKEN_SCOPES = [
     pytest.param(("apps:read",), id="read"),
@@ -65,6 +67,8 @@ def arguments_for(name: str, app_id: str) -> dict:
         "update_app": {"app_id": app_id, "expected_version": 0, "definition": {"name": "Scoped", "routes": {}}},
         "get_app_source": {"app_id": app_id},
         "check_app": {"definition": {"name": "Scoped", "routes": {}}},
+        "list_changes": {"app_id": app_id},
+        "revert_change": {"change_id": "1"},
     }[name]
 
 

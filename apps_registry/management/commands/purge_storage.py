@@ -22,7 +22,8 @@ from apps_registry.management.commands._ops import (
     interrupted,
     positive_batch_size,
 )
-from apps_registry.selectors import retained_storage, storage_usage
+from apps_registry.selectors import changes_made_before, retained_storage, storage_usage
+from apps_registry.services.changes import change_cutoff, change_retention_days, changes_purge
 from apps_registry.services.retention import (
     DEFAULT_BATCH_SIZE,
     retained_storage_purge,
@@ -37,7 +38,8 @@ class Command(OpsCommand):
         "Delete storage detached by delete_app (without purge_storage) that is older than "
         "CHARMING_STORAGE_RETENTION_DAYS (or --older-than DAYS), or the retained storage of one deleted app "
         "(--app-id). Records go in batches, each its own transaction; an interrupted run resumes when re-run. "
-        "Writes one audit event 'storage.purge' per purged storage. " + EXIT_CODES_HELP
+        "Writes one audit event 'storage.purge' per purged storage. Without --app-id, also deletes the change history "
+        "(record history and undo) older than CHARMING_CHANGE_RETENTION_DAYS. " + EXIT_CODES_HELP
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -82,6 +84,7 @@ class Command(OpsCommand):
             cutoff = retention_cutoff(days=days)
             storages = retained_storage(detached_before=cutoff)
             scope = f"Retained storage detached more than {days} days ago (before {cutoff:%Y-%m-%d %H:%M} UTC):"
+            self._change_history_purge(dry_run=dry_run)
 
         rows = storage_usage(storages)
         if not rows:
@@ -132,6 +135,15 @@ class Command(OpsCommand):
         if failures:
             raise CommandError(f"{failures} of {len(rows)} storage could not be purged; see above.")
         self.stdout.write(self.style.SUCCESS(f"Done: {len(rows)} storage purged."))
+
+    def _change_history_purge(self, *, dry_run: bool) -> None:
+        days = change_retention_days()
+        cutoff = change_cutoff(days=days)
+        scope = f"Change history older than {days} days (before {cutoff:%Y-%m-%d %H:%M} UTC):"
+        if dry_run:
+            self.stdout.write(f"{scope} {changes_made_before(cutoff)} changes would be deleted.")
+            return
+        self.stdout.write(f"{scope} {changes_purge(older_than=cutoff)} changes deleted.")
 
 
 def _app_uuid(value: str) -> uuid.UUID:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('apps_registry', '0022_confirmed_email'),
+        ('apps_registry', '0023_storage_records_changes'),
     ]
 
     operations = [
