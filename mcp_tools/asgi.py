@@ -21,11 +21,16 @@ from mcp_tools.auth import BearerAuth
 logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
+API_PATH = "/api/"
 
 
 class CharmingASGI:
-    def __init__(self, django_app: Any, session_manager: StreamableHTTPSessionManager, mcp_app: Any = None) -> None:
+    def __init__(
+        self, django_app: Any, session_manager: StreamableHTTPSessionManager, mcp_app: Any = None, api_app: Any = None
+    ) -> None:
         self.django_app = django_app
+        # The REST API: Django's handling in one thread hop per request (charming/one_hop.py).
+        self.api_app: ASGIApp = api_app or django_app
         self.session_manager = session_manager
         # Host/Origin first, so a foreign Origin gets 403 whether or not it carries a token.
         self.security = TransportSecurityMiddleware(session_manager.security_settings)
@@ -41,6 +46,9 @@ class CharmingASGI:
                 await rejection(scope, receive, send)
                 return
             await self.mcp_app(scope, receive, send)
+            return
+        if scope["type"] == "http" and scope["path"].startswith(API_PATH):
+            await self.api_app(scope, receive, send)
             return
         await self.django_app(scope, receive, send)
 
@@ -61,6 +69,7 @@ class CharmingASGI:
 
 def application_build(django_app: Any) -> CharmingASGI:
     """The whole service: Django plus /mcp with a fresh session manager (start it via lifespan)."""
+    from charming.one_hop import OneHopASGIHandler
     from mcp_tools.server import session_manager_build
 
-    return CharmingASGI(django_app, session_manager_build())
+    return CharmingASGI(django_app, session_manager_build(), api_app=OneHopASGIHandler())

@@ -129,3 +129,32 @@ def test_a_single_insert_mutate_app_sends_at_most_five_statements(live, alice, b
         refills += refill
         assert len(queries) <= (6 if refill else 5), "\n".join(statements)
     assert refills <= counted // 4, refills  # a batch of 8 calls per refill, once it has grown
+
+
+def test_a_rest_run_of_the_same_route_sends_no_more_statements_than_mcp(live, alice, budget):
+    """REST is served in one thread hop (charming/one_hop.py), through the same services: the same statements."""
+    import httpx2
+
+    url = f"{live.base_url}/api/apps/{budget.id}/run/add_expense/"
+    per_call: list[list[str]] = []
+
+    async def go() -> None:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {alice.token}"}, timeout=30) as http:
+            with statements_sent() as log:
+                for _ in range(16):
+                    log.statements.clear()
+                    log.counting = True
+                    response = await http.post(url, json={"params": {"amount": 2.0, "category": "tea"}})
+                    log.counting = False
+                    assert response.status_code == 200, response.text
+                    assert response.json()["ok"] is True
+                    per_call.append(list(log.statements))
+            missing = await http.post(f"{live.base_url}/api/apps/{budget.id}/run/nope/", json={})
+            assert missing.status_code == 404
+            assert missing.json()["error"]["kind"] == "unknown_op"
+
+    run(go())
+    assert Record.objects.filter(storage__app=budget, data__category="tea").count() == 16
+    steady = [_queries(statements) for statements in per_call[8:]]
+    assert all(len(queries) <= 6 for queries in steady), steady
+    assert sum(len(queries) <= 5 for queries in steady) >= len(steady) - 2, steady
