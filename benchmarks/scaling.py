@@ -347,9 +347,7 @@ def worker(sizes: list[int], calls: int, *, no_gin: bool) -> None:
         loads.append("/".join(f"{x:.1f}" for x in os.getloadavg()))
         print(f"  round {round_number + 1} of {ROUNDS} done (load average {loads[-1]})", flush=True)
     table = {label: {size: statistics.median(v) for size, v in by_size.items()} for label, by_size in rounds.items()}
-    spread = {
-        label: {size: (min(v), max(v)) for size, v in by_size.items()} for label, by_size in rounds.items()
-    }
+    spread = {label: {size: (min(v), max(v)) for size, v in by_size.items()} for label, by_size in rounds.items()}
     report(f"{vendor}: median ms per call (median of {ROUNDS} interleaved rounds)", sizes, table)
     report(f"{vendor}: the rounds' range, ms (min-max)", sizes, table, ranges=spread)
     unit = "buffers touched" if vendor == "postgresql" else "VM instructions"
