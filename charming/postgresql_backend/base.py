@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.backends.postgresql import base as postgresql
 from psycopg_pool import ConnectionPool
 
@@ -20,8 +21,8 @@ class DatabaseWrapper(PostgresDatabaseWrapper):
     @property
     def pool(self) -> Any:
         options = self.settings_dict["OPTIONS"].get("pool")
-        if not isinstance(options, dict) or "check" not in options:
-            return super().pool
+        if self.alias == NO_DB_ALIAS or not isinstance(options, dict) or "check" not in options:
+            return super().pool  # no pool for the connection Django opens to create and drop databases
         if self.alias not in self._connection_pools:
             connect_kwargs = self.get_connection_params()
             connect_kwargs["autocommit"] = True  # as Django's: it sets autocommit itself later on
