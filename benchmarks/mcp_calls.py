@@ -10,6 +10,8 @@ against its own SQL replayed by pgbench.
     .venv/bin/python benchmarks/mcp_calls.py --servers 2          # two uvicorn processes, one per port
     .venv/bin/python benchmarks/mcp_calls.py --tree /tmp/old      # serve another checkout (older code, say)
     .venv/bin/python benchmarks/mcp_calls.py --app-server         # also the route as a tool of /mcp/apps/<id>
+    .venv/bin/python benchmarks/mcp_calls.py --bare --database postgres  # beside the bare reference server
+    .venv/bin/python benchmarks/mcp_calls.py --kinds rest,mcp-2026-07-28 --profile /tmp/prof  # py-spy per transport
 
 Each database gets a fresh one: a temporary SQLite file with the project's settings (WAL; SQLite's default
 `synchronous=FULL`, so every commit waits for the disk, which is printed), or a throw-away PostgreSQL cluster
@@ -28,6 +30,15 @@ share the machine's load. Figures are median (min-max) over repetitions; "vs RES
 within each repetition. CPU per call is this client process (time.process_time), the server's process tree and
 the PostgreSQL cluster (all backends, from /proc), over the timed calls only.
 
+--bare (PostgreSQL) also starts benchmarks/bare_server.py, the reference of issue 21 (a minimal MCP server on the
+same SDK, served the same way, whose one tool sends the same INSERT and record count through a psycopg pool),
+on the same database, and adds it as the transport `bare-2026-07-28` (the SDK client in stateless mode), timed
+alternately with the others; "vs bare" is Charming's throughput over the bare server's within each repetition.
+
+--profile DIR samples the server with py-spy (requirements-dev.txt) during each transport's first timed phase
+(`--nonblocking`, 200 Hz, threads holding the GIL only, so idle waits do not count), writes DIR/<transport>-<n>.txt
+(collapsed stacks) and prints each transport's top functions by share of the samples, own time and inclusive.
+
 floor mode (PostgreSQL) also captures the SQL of one mutate_app call (2026-07-28) with log_statement=all,
 replays it with pgbench (-n -c 1 -r) on a kept connection and with -C (a new connection per call, as a server
 without a pool does), and runs pgbench's single-row UPDATE as the ceiling, on the same cluster in the same run;
@@ -44,6 +55,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -91,6 +103,7 @@ PARAMS = {"amount": 4.5, "category": "coffee"}
 KINDS = ("rest", "mcp-2025-11-25", "mcp-2026-07-28")
 # With --app-server: the same route called as its own tool on the app's MCP server (/mcp/apps/<id>).
 APP_KINDS = ("app-2025-11-25", "app-2026-07-28")
+BARE = "bare-2026-07-28"  # benchmarks/bare_server.py, with --bare
 # The HTTP protocol docs/operations.md serves with (an older checkout given with --tree may lack it: pass --uvicorn).
 SERVE_OPTIONS = "--http charming.serving:NoDelayHttpToolsProtocol"
 CALL_WARMUP = 3  # calls per client after its setup, before the clock starts
@@ -103,6 +116,9 @@ class Target:
     app_id: str
     server_pids: tuple[int, ...]
     postmaster_pid: int | None  # the PostgreSQL cluster's, when it runs on this machine
+    bare_base: str = ""  # the bare reference server's, with --bare
+    bare_pid: int | None = None
+    kinds: tuple[str, ...] = KINDS
 
 
 @dataclass(frozen=True)
@@ -144,6 +160,19 @@ async def _caller(kind: str, target: Target, index: int = 0) -> AsyncIterator[Ca
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
+    if kind == BARE:
+        async with Client(f"{target.bare_base}/mcp", mode="2026-07-28") as bare:
+            await bare.list_tools()
+
+            async def bare_call() -> Any:
+                result = await bare.call_tool("add_expense", PARAMS)
+                if result.is_error:
+                    raise RuntimeError(f"add_expense failed: {result.content}")
+                return result.structured_content
+
+            yield bare_call
+        return
+
     mode = "legacy" if kind.endswith("2025-11-25") else "2026-07-28"
     per_app = kind.startswith("app-")
     url = f"{base}/mcp/apps/{target.app_id}" if per_app else f"{base}/mcp"
@@ -163,10 +192,11 @@ async def _caller(kind: str, target: Target, index: int = 0) -> AsyncIterator[Ca
         yield mcp_call
 
 
-def _snapshot(target: Target) -> tuple[float, float, float, float | None]:
+def _snapshot(target: Target, kind: str) -> tuple[float, float, float, float | None]:
     """(wall clock, this process's CPU, the server's CPU, the database cluster's CPU or None)."""
     db = None if target.postmaster_pid is None else tree_cpu(target.postmaster_pid)
-    return time.perf_counter(), time.process_time(), sum(tree_cpu(pid) for pid in target.server_pids), db
+    pids = (target.bare_pid,) if kind == BARE and target.bare_pid else target.server_pids
+    return time.perf_counter(), time.process_time(), sum(tree_cpu(pid) for pid in pids), db
 
 
 async def _phase(kind: str, clients: int, calls: int, target: Target) -> Phase:
@@ -194,9 +224,9 @@ async def _phase(kind: str, clients: int, calls: int, target: Target) -> Phase:
     tasks = [asyncio.create_task(client(index)) for index in range(clients)]
     try:
         await ready.wait()
-        start = _snapshot(target)
+        start = _snapshot(target, kind)
         await done.wait()
-        end = _snapshot(target)
+        end = _snapshot(target, kind)
     except asyncio.BrokenBarrierError:
         await asyncio.gather(*tasks)  # raises the client's own error
         raise
@@ -215,26 +245,84 @@ async def _phase(kind: str, clients: int, calls: int, target: Target) -> Phase:
     )
 
 
-async def _benchmark(target: Target, *, clients: list[int], calls: int, repeats: int, warmup: int) -> list[Phase]:
-    for kind in KINDS:  # compile the route, start the CEL worker, fill caches; not recorded
+async def _benchmark(
+    target: Target, *, clients: list[int], calls: int, repeats: int, warmup: int, profile: Path | None = None
+) -> list[Phase]:
+    for kind in target.kinds:  # compile the route, start the CEL worker, fill caches; not recorded
         await _phase(kind, 1, warmup, target)
     phases = []
     for repetition in range(repeats):
-        order = KINDS if repetition % 2 == 0 else KINDS[::-1]
+        order = target.kinds if repetition % 2 == 0 else target.kinds[::-1]
         for count in clients:
             for kind in order:
-                phases.append(await _phase(kind, count, calls, target))
+                if profile is not None and repetition == 0:
+                    with _sampled(target, kind, profile / f"{kind}-{count}.txt"):
+                        phases.append(await _phase(kind, count, calls, target))
+                else:
+                    phases.append(await _phase(kind, count, calls, target))
     return phases
 
 
-def _table(phases: list[Phase]) -> None:
+@contextlib.contextmanager
+def _sampled(target: Target, kind: str, out: Path) -> Any:
+    """py-spy recording the server that `kind` calls while the block runs (collapsed stacks into `out`)."""
+    pid = target.bare_pid if kind == BARE and target.bare_pid else target.server_pids[0]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    spy = str(Path(sys.executable).with_name("py-spy"))
+    command = [spy, "record", "--pid", str(pid), "--format", "raw", "--output", str(out), "--rate", "200"]
+    command += ["--nonblocking", "--gil", "--subprocesses"]
+    recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(0.5)  # py-spy attaches
+    try:
+        yield
+    finally:
+        recorder.send_signal(signal.SIGINT)
+        recorder.wait(timeout=30)
+
+
+def _profile_summary(profile: Path, kinds: tuple[str, ...], top: int = 14) -> None:
+    """Each recorded transport's functions with the largest share of its samples (own, and inclusive)."""
+    for out in sorted(profile.glob("*.txt")):
+        own: dict[str, int] = {}
+        inclusive: dict[str, int] = {}
+        total = 0
+        for line in out.read_text().splitlines():
+            stack, _, count_text = line.rpartition(" ")
+            if not stack or not count_text.isdigit():
+                continue
+            count = int(count_text)
+            frames = [_frame(f) for f in stack.split(";")[1:]]  # the first is the process
+            total += count
+            if frames:
+                own[frames[-1]] = own.get(frames[-1], 0) + count
+            for frame in set(frames):
+                inclusive[frame] = inclusive.get(frame, 0) + count
+        if not total:
+            continue
+        print(f"profile {out.name}: {total} samples holding the GIL")
+        print("  own:       " + "; ".join(f"{f} {n / total:.0%}" for f, n in _largest(own, top)))
+        print("  inclusive: " + "; ".join(f"{f} {n / total:.0%}" for f, n in _largest(inclusive, top * 2)))
+
+
+def _frame(text: str) -> str:
+    """`function (path/to/module.py:line)` as `module.function`."""
+    name, _, where = text.partition(" (")
+    module = where.split(":")[0].rsplit("/", 1)[-1].removesuffix(".py")
+    return f"{module}.{name.strip()}"
+
+
+def _largest(counts: dict[str, int], n: int) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda item: -item[1])[:n]
+
+
+def _table(phases: list[Phase], kinds: tuple[str, ...]) -> None:
     print(
         f"{'transport':<15} {'clients':>7} {'calls/s':>20} {'p50 ms':>7} {'p99 ms':>7} {'vs REST':>17} "
         f"{'client':>7} {'server':>7} {'DB':>7}  (CPU ms/call)"
     )
     for count in sorted({p.clients for p in phases}):
         rest = [p for p in phases if p.kind == "rest" and p.clients == count]
-        for kind in KINDS:
+        for kind in kinds:
             rows = [p for p in phases if p.kind == kind and p.clients == count]
             if not rows:
                 continue
@@ -247,6 +335,20 @@ def _table(phases: list[Phase]) -> None:
                 f"{Spread.of(r.server_ms for r in rows).median:>7.2f} "
                 f"{f'{Spread.of(db).median:.2f}' if db else '-':>7}"
             )
+
+
+def _versus_bare(phases: list[Phase]) -> None:
+    """Issue 21's insert target: Charming's throughput over the bare server's, paired within each repetition."""
+    print("vs the bare reference server (ratio of calls/s within each repetition; issue 21 target >= 0.7x):")
+    for count in sorted({p.clients for p in phases}):
+        bare = [p for p in phases if p.kind == BARE and p.clients == count]
+        for kind in KINDS:
+            mine = [p for p in phases if p.kind == kind and p.clients == count]
+            if not mine or not bare:
+                continue
+            ratios = Spread.of(m.calls_per_s / b.calls_per_s for m, b in zip(mine, bare, strict=True))
+            cpu = Spread.of(m.server_ms / b.server_ms for m, b in zip(mine, bare, strict=True) if b.server_ms > 0)
+            print(f"  {kind:<15} {count:>2} clients  {ratios.show(2):>17}x  server CPU {cpu.show(1)}x the bare one's")
 
 
 def _targets(phases: list[Phase], database: str) -> None:
@@ -451,7 +553,8 @@ user = get_user_model().objects.create(username="bench", email="bench@example.co
 email_confirmed_by_operator(user=user)  # tokens need a confirmed address
 token = token_create(user=user, name="bench").plaintext
 app = app_definition_save(actor=user, definition=json.loads({json.dumps(json.dumps(DEFINITION))}))
-found = {{"token": token, "app_id": str(app.id)}}
+from apps_registry.models import Storage
+found = {{"token": token, "app_id": str(app.id), "storage_id": str(Storage.objects.get(app=app).id)}}
 with connection.cursor() as cursor:
     if connection.vendor == "sqlite":
         cursor.execute("PRAGMA synchronous")
@@ -503,6 +606,15 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
         command += ["--port", str(port), "--lifespan", "on", "--log-level", "warning", "--no-access-log"]
         command += shlex.split(args.uvicorn)
         servers.append(subprocess.Popen(command, env=env, cwd=args.tree))
+    bare = args.bare and database_url.startswith("postgres")  # the reference server uses a psycopg pool
+    bare_port = _free_port() if bare else 0
+    if bare:
+        command = [sys.executable, "-m", "uvicorn", "bare_server:app", "--app-dir", str(ROOT / "benchmarks")]
+        command += ["--host", "127.0.0.1", "--port", str(bare_port), "--lifespan", "on", "--log-level", "warning"]
+        command += ["--no-access-log", *shlex.split(SERVE_OPTIONS)]
+        bare_env = {**env, "BARE_DATABASE_URL": database_url, "BARE_STORAGE_ID": prepared["storage_id"]}
+        servers.append(subprocess.Popen(command, env=bare_env, cwd=ROOT))
+        ports = [*ports, bare_port]
     try:
         deadline = time.monotonic() + 60
         for port, server in zip(ports, servers, strict=True):
@@ -514,12 +626,16 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
                     if time.monotonic() > deadline or server.poll() is not None:
                         raise RuntimeError("the server did not start") from None
                     time.sleep(0.1)
+        charming = servers[: args.servers]
         target = Target(
-            bases=tuple(f"http://127.0.0.1:{port}" for port in ports),
+            bases=tuple(f"http://127.0.0.1:{port}" for port in ports[: args.servers]),
             token=prepared["token"],
             app_id=prepared["app_id"],
-            server_pids=tuple(server.pid for server in servers),
+            server_pids=tuple(server.pid for server in charming),
             postmaster_pid=_postmaster(database_url),
+            bare_base=f"http://127.0.0.1:{bare_port}" if bare else "",
+            bare_pid=servers[-1].pid if bare else None,
+            kinds=(*args.kinds, BARE) if bare else args.kinds,
         )
         processes = "one uvicorn process" if args.servers == 1 else f"{args.servers} uvicorn processes (one per port)"
         banner(f"mutate_app, {prepared['database']}, {processes}")
@@ -536,10 +652,22 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
             f"{args.calls} timed calls per row per repetition, {args.repeats} repetition(s), transports interleaved; "
             "median (min-max) over repetitions"
         )
+        profile = args.profile / prepared["database"].split()[0].lower() if args.profile else None
         phases = asyncio.run(
-            _benchmark(target, clients=args.clients, calls=args.calls, repeats=args.repeats, warmup=args.warmup)
+            _benchmark(
+                target,
+                clients=args.clients,
+                calls=args.calls,
+                repeats=args.repeats,
+                warmup=args.warmup,
+                profile=profile,
+            )
         )
-        _table(phases)
+        _table(phases, target.kinds)
+        if profile is not None:
+            _profile_summary(profile, target.kinds)
+        if bare:
+            _versus_bare(phases)
         _targets(phases, prepared["database"])
         if args.mode == "floor":
             _floor(target, database_url, phases, args.seconds, args.sql_out)
@@ -557,6 +685,7 @@ def _commit(tree: Path) -> str:
 
 
 def main() -> int:
+    global KINDS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", nargs="?", choices=["compare", "floor"], default="compare", help="default: compare")
     parser.add_argument("--database", choices=["sqlite", "postgres", "both"], help="default: both (floor: postgres)")
@@ -576,19 +705,25 @@ def main() -> int:
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="a setting for the server")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run: few calls, one repetition")
     parser.add_argument("--app-server", action="store_true", help="also call the route as a tool of /mcp/apps/<id>")
+    parser.add_argument("--bare", action="store_true", help="PostgreSQL: also time the bare reference server")
+    parser.add_argument("--kinds", default=",".join(KINDS), help=f"transports to time (default {','.join(KINDS)})")
+    parser.add_argument("--profile", type=Path, help="sample the server with py-spy per transport, into this dir")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if any("=" not in item for item in args.env):
         parser.error("--env takes KEY=VALUE")
     args.clients = [int(n) for n in str(args.clients).split(",")]
+    if args.app_server:
+        KINDS = (*KINDS, *APP_KINDS)
+        args.kinds = f"{args.kinds},{','.join(APP_KINDS)}"
+    args.kinds = tuple(kind for kind in KINDS if kind in str(args.kinds).split(","))
+    if "rest" not in args.kinds:
+        parser.error(f"--kinds takes some of {', '.join(KINDS)}, rest among them (the table compares with it)")
     args.calls = args.calls or (40 if args.quick else 200)
     args.repeats = args.repeats or (1 if args.quick else 3)
     args.seconds = args.seconds or (2 if args.quick else 10)
     args.warmup = 10 if args.quick else 30
     args.tree = args.tree.resolve()
-    if args.app_server:
-        global KINDS
-        KINDS = (*KINDS, *APP_KINDS)
     if args.servers < 1:
         parser.error("--servers takes a positive number of processes")
     sys.path.insert(0, str(ROOT))
@@ -609,6 +744,8 @@ def main() -> int:
         forwarded += ["--clients", ",".join(map(str, args.clients)), "--seconds", str(args.seconds)]
         forwarded += [*(["--quick"] if args.quick else []), *(["--sql-out", args.sql_out] if args.sql_out else [])]
         forwarded += ["--app-server"] if args.app_server else []
+        forwarded += ["--bare"] if args.bare else []
+        forwarded += ["--kinds", ",".join(args.kinds), *(["--profile", str(args.profile)] if args.profile else [])]
         forwarded += [f"--env={item}" for item in args.env]
         forwarded += ["--servers", str(args.servers), "--tree", str(args.tree), f"--uvicorn={args.uvicorn}"]
         inner = shlex.join([sys.executable, str(Path(__file__).resolve()), *forwarded])

@@ -130,16 +130,28 @@ else:
                 "DATABASE_CONN_MAX_AGE must be 0 while the connection pool is on (the pool keeps connections open): "
                 "unset DATABASE_CONN_MAX_AGE, or set DATABASE_POOL=false to use persistent connections instead."
             )
+        from charming.postgres import IdleConnectionCheck
+
+        idle_check_seconds = env.float("DATABASE_HEALTH_CHECK_IDLE_SECONDS", default=5.0)
+        if not idle_check_seconds >= 0:
+            raise ImproperlyConfigured(
+                "DATABASE_HEALTH_CHECK_IDLE_SECONDS must be 0 or more seconds (a pooled connection idle that long is "
+                f"checked before use; 0 checks every time), got {idle_check_seconds!r}."
+            )
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=2),
             "max_size": DATABASE_POOL_MAX_SIZE,
             # Seconds a unit of work waits for a free connection before it fails (503 "database unavailable"): while
             # PostgreSQL is down no connection ever comes, so this is how long an outage takes to answer.
             "timeout": env.float("DATABASE_POOL_TIMEOUT", default=1.5),
+            # Check a connection as it leaves the pool (an empty query) when it sat idle for this many seconds, or
+            # when its socket shows that the server hung up (a PostgreSQL restart): dead connections are replaced
+            # instead of failing one call each, and a connection in steady use costs no round trip per unit of
+            # work. 0 checks every time. (Django's CONN_HEALTH_CHECKS would pass its own check-every-time.)
+            "check": IdleConnectionCheck(idle_check_seconds),
         }
-        # Check each connection as it leaves the pool (an empty query): after a PostgreSQL restart the pooled
-        # connections are dead, and this replaces them instead of failing one call each.
-        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+        # Django's backend, building its pool with that check (Django's own would refuse a `check` option).
+        DATABASES["default"]["ENGINE"] = "charming.postgresql_backend"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -277,6 +289,9 @@ from apps_registry.ratelimits import RATE_LIMIT_SETTINGS  # noqa: E402 (kept bes
 for _setting, _default in RATE_LIMIT_SETTINGS:
     globals()[_setting] = env.int(_setting, default=_default)
 del _setting, _default
+# Requests one server process may take at once from a busy token's budget (never more than a quarter of its burst)
+# and then admit without a statement each (services/rate_limits.py _LocalBatches); 1: one statement per request.
+CHARMING_RATE_TOKEN_BATCH = env.int("CHARMING_RATE_TOKEN_BATCH", default=8)
 
 # --- Fair shares of the expensive shared work (docs/operations.md, "Fair shares") ---
 # CEL worker processes one account's calls may hold at once in one server process (each has at most 2 by default,

@@ -23,6 +23,7 @@ from mcp_tools.auth import BearerAuth
 logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
+API_PATH = "/api/"
 
 
 class CharmingASGI:
@@ -32,8 +33,11 @@ class CharmingASGI:
         session_manager: StreamableHTTPSessionManager,
         mcp_app: Any = None,
         app_session_manager: StreamableHTTPSessionManager | None = None,
+        api_app: Any = None,
     ) -> None:
         self.django_app = django_app
+        # The REST API: Django's handling in one thread hop per request (charming/one_hop.py).
+        self.api_app: ASGIApp = api_app or django_app
         self.session_manager = session_manager
         # Host/Origin first, so a foreign Origin gets 403 whether or not it carries a token.
         self.security = TransportSecurityMiddleware(session_manager.security_settings)
@@ -62,6 +66,9 @@ class CharmingASGI:
                 return
             await self.app_mcp_app(scope, receive, send)
             return
+        if scope["type"] == "http" and scope["path"].startswith(API_PATH):
+            await self.api_app(scope, receive, send)
+            return
         await self.django_app(scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -87,7 +94,13 @@ class CharmingASGI:
 def application_build(django_app: Any) -> CharmingASGI:
     """The whole service: Django plus /mcp and /mcp/apps/<id>, each with a fresh session manager (started via
     lifespan)."""
+    from charming.one_hop import OneHopASGIHandler
     from mcp_tools.app_server import app_session_manager_build
     from mcp_tools.server import session_manager_build
 
-    return CharmingASGI(django_app, session_manager_build(), app_session_manager=app_session_manager_build())
+    return CharmingASGI(
+        django_app,
+        session_manager_build(),
+        app_session_manager=app_session_manager_build(),
+        api_app=OneHopASGIHandler(),
+    )

@@ -31,7 +31,8 @@ R = TypeVar("R")
 
 
 @functools.cache
-def _executor() -> ThreadPoolExecutor:
+def executor() -> ThreadPoolExecutor:
+    """The process's threads for database work: MCP's units, and each REST request whole (charming/one_hop.py)."""
     return ThreadPoolExecutor(max_workers=settings.DATABASE_POOL_MAX_SIZE, thread_name_prefix="charming-db")
 
 
@@ -56,4 +57,4 @@ async def db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         finally:
             close_old_connections()
 
-    return await asyncio.get_running_loop().run_in_executor(_executor(), contextvars.copy_context().run, unit)
+    return await asyncio.get_running_loop().run_in_executor(executor(), contextvars.copy_context().run, unit)

@@ -13,9 +13,11 @@ UNTHROTTLED = 1_000_000
 @pytest.fixture(autouse=True)
 def _rate_limits_out_of_the_way(settings):
     from apps_registry.ratelimits import RATE_LIMIT_SETTINGS
+    from apps_registry.services.rate_limits import rate_limits_local_forget
 
     for setting, _default in RATE_LIMIT_SETTINGS:
         setattr(settings, setting, UNTHROTTLED)
+    rate_limits_local_forget()  # nothing held from another test's budgets, which its database no longer has
 
 
 @pytest.fixture

@@ -69,9 +69,15 @@ def _statement(*, gated: bool) -> str:
 
 
 def rate_budget_take(
-    *, key: str, rate: Rate, now: float | None = None, member: tuple[uuid.UUID, Any] | None = None
+    *,
+    key: str,
+    rate: Rate,
+    now: float | None = None,
+    member: tuple[uuid.UUID, Any] | None = None,
+    calls: int = 1,
 ) -> float | None:
-    """Take one call from budget `key`: None when admitted, else the seconds until a call would be (nothing taken).
+    """Take `calls` calls at once from budget `key`: None when admitted, else the seconds until they would be
+    (nothing taken).
 
     With `member` (an app id and a user id), the call counts only when that user is a member of that app (the
     check is part of the same statement); a non-member's call is admitted here and left to the access rules.
@@ -79,8 +85,8 @@ def rate_budget_take(
     if not rate.enabled:
         return None
     now = time.time() if now is None else now
-    interval = rate.interval
-    admit_until = now + (rate.burst - 1) * interval
+    interval = rate.interval * calls
+    admit_until = now + (rate.burst - calls) * rate.interval
     gate: list[Any] = []
     if member is not None:
         gate = [App._meta.pk.get_db_prep_value(member[0], connection), member[1]]  # type: ignore[union-attr]
@@ -155,11 +161,92 @@ def token_budget_key(*, kind: str, token_id: int | None, client_id: str, user_id
 
 
 def token_budget_take(*, key: str, now: float | None = None) -> None:
-    """Count one request against token budget `key` (see token_budget_key); RateLimited when it is spent."""
+    """Count one request against token budget `key` (see token_budget_key); RateLimited when it is spent.
+
+    A token in steady use draws on its shared budget a few calls at a time (_LocalBatches): most of its requests
+    send no statement for it. With `now` given (tests of the budget itself), every call is one statement."""
     rate = current_rate("token")
-    wait = rate_budget_take(key=key, rate=rate, now=now)
+    if not rate.enabled:
+        return
+    held = f"{key}@{rate.per_minute}/{rate.burst}"  # a batch taken under other limits is not spent under these
+    if now is None and _token_batches.take(held):
+        return
+    calls = 1 if now is not None else _token_batches.refill_size(held, cap=_token_batch_cap(rate))
+    wait = rate_budget_take(key=key, rate=rate, now=now, calls=calls)
+    if wait is not None and calls > 1:  # no room for the batch
+        wait -= (calls - 1) * rate.interval  # the wait for one call
+        calls = 1
+        if wait <= 0:  # room for one: the exact path
+            wait = rate_budget_take(key=key, rate=rate, now=now)
     if wait is not None:
         raise _refusal(rate, wait, f"This token made too many requests (its limit: {_limits_text(rate)}).")
+    if now is None:
+        _token_batches.refilled(held, calls - 1)
+
+
+def _token_batch_cap(rate: Rate) -> int:
+    """The most calls one refill takes: CHARMING_RATE_TOKEN_BATCH, and never more than a quarter of the burst."""
+    return max(1, min(int(getattr(settings, "CHARMING_RATE_TOKEN_BATCH", 8)), rate.burst // 4))
+
+
+class _LocalBatches:
+    """Calls this process took from shared budgets ahead of use, spent here without a statement each.
+
+    A refill takes a batch in the budget's one statement (admitted only if the whole batch fits the budget) and
+    the batch is usable for BATCH_SECONDS. A key's batch starts at 1 call, doubles (up to the cap) while each one is
+    used up within its time, and halves when one is not; so a token used now and then costs one statement per
+    call, exactly as before, and a busy one about one per `cap` calls. The limit stays exact over time (every
+    admitted call was taken from the shared budget, before it ran); at any instant each process holds at most
+    cap - 1 calls of a key taken early, so across P processes a burst may be refused up to P * (cap - 1) calls
+    early, or admitted up to that many calls past the budget within BATCH_SECONDS of the calls being taken."""
+
+    BATCH_SECONDS = 1.0
+    MOST_KEYS = 10_000  # beyond this many keys held, expired ones are dropped
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, list[float]] = {}  # key -> [calls left, usable until (monotonic), last size]
+
+    def take(self, key: str) -> bool:
+        with self._lock:
+            held = self._held.get(key)
+            if held is None or held[0] < 1 or time.monotonic() >= held[1]:
+                return False
+            held[0] -= 1
+            return True
+
+    def refill_size(self, key: str, *, cap: int) -> int:
+        with self._lock:
+            held = self._held.get(key)
+        if held is None or cap <= 1:
+            return 1
+        used_up_in_time = held[0] < 1 and time.monotonic() < held[1] + self.BATCH_SECONDS
+        size = int(held[2]) * 2 if used_up_in_time else int(held[2]) // 2
+        return max(1, min(cap, size))
+
+    def refilled(self, key: str, spare: int) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if len(self._held) >= self.MOST_KEYS:
+                self._held = {k: v for k, v in self._held.items() if v[1] > now}
+            held = self._held.get(key)
+            left = held[0] if held is not None and held[1] > now else 0
+            self._held[key] = [left + spare, now + self.BATCH_SECONDS, spare + 1]
+
+    def forget(self) -> None:
+        with self._lock:
+            self._held.clear()
+
+
+_token_batches = _LocalBatches()
+
+
+def rate_limits_local_forget() -> None:
+    """Drop what this process holds of the shared budgets (token batches, addresses found clean): its next calls
+    read the database. For tests, whose database is emptied between them."""
+    _token_batches.forget()
+    with _clean_lock:
+        _clean_addresses.clear()
 
 
 # --- an app's budget: route runs, across all its callers ---
@@ -205,21 +292,40 @@ def _auth_failures_refusal(rate: Rate, wait: float) -> RateLimited:
     )
 
 
+# Addresses found with room for failed authentications, and until when (monotonic) this process trusts that
+# without reading again: an address's requests then send no statement for it. A failure recorded here forgets
+# the address at once; one recorded by another process is seen here within CLEAN_ADDRESS_SECONDS.
+CLEAN_ADDRESS_SECONDS = 1.0
+_clean_addresses: dict[str, float] = {}
+_clean_lock = threading.Lock()
+
+
 def auth_failures_check(*, address: str | None, now: float | None = None) -> None:
     """RateLimited when `address` has spent its budget of failed authentications (read only: nothing is taken)."""
     rate = current_rate("auth_failures")
     if not rate.enabled:
         return
-    now = time.time() if now is None else now
-    tat = _tat_of(client_address_key(address))
-    admit_until = now + (rate.burst - 1) * rate.interval
+    key = client_address_key(address)
+    if now is None and _clean_addresses.get(key, 0.0) > time.monotonic():
+        return
+    at = time.time() if now is None else now
+    tat = _tat_of(key)
+    admit_until = at + (rate.burst - 1) * rate.interval
     if tat is not None and tat > admit_until:
         raise _auth_failures_refusal(rate, tat - admit_until)
+    if now is None:
+        with _clean_lock:
+            if len(_clean_addresses) >= _LocalBatches.MOST_KEYS:
+                _clean_addresses.clear()
+            _clean_addresses[key] = time.monotonic() + CLEAN_ADDRESS_SECONDS
 
 
 def auth_failure_record(*, address: str | None, now: float | None = None) -> None:
     """Count one failed authentication from `address`."""
-    rate_budget_take(key=client_address_key(address), rate=current_rate("auth_failures"), now=now)
+    key = client_address_key(address)
+    with _clean_lock:
+        _clean_addresses.pop(key, None)
+    rate_budget_take(key=key, rate=current_rate("auth_failures"), now=now)
 
 
 def authentication_throttled(*, address: str | None, authenticate: Callable[[], T]) -> T:

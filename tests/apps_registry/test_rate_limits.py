@@ -4,6 +4,7 @@ REST API's 429s. The /mcp side is tests/mcp_tools/test_rate_limits.py."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from django.db import connections
@@ -419,3 +420,24 @@ def test_rest_an_oauth_client_has_one_budget_per_user_whichever_access_token_it_
     assert refused.status_code == 429
     assert refused.json()["error"]["details"]["limit"] == "token"
     assert api_for(access_token_for(other_user)).get("/api/apps/").status_code == 200  # the same client, another user
+
+
+@pytest.mark.django_db
+def test_a_busy_token_draws_its_budget_in_batches_and_is_admitted_exactly_its_burst(settings):
+    from django.test.utils import CaptureQueriesContext
+
+    limit(settings, "token", per_minute=1, burst=40)  # a batch of at most min(8, 40 // 4) calls
+    admitted = 0
+    with CaptureQueriesContext(connections["default"]) as queries:
+        for _ in range(40):
+            token_budget_take(key="token:busy")
+            admitted += 1
+    for _ in range(5):
+        with pytest.raises(RateLimited):
+            token_budget_take(key="token:busy")
+
+    assert admitted == 40  # batches of 1, 2, 4, 8, 8, 8, 8, then the one call left, taken alone; then refusals
+    takes = [q["sql"] for q in queries.captured_queries if "ratebudget" in q["sql"]]
+    # 7 batches (39 calls); for the 40th, a batch of 8 refused with its read, then one call alone; a sweep: 11, not 40
+    assert len(takes) <= 11, takes
+    assert RateBudget.objects.get(key="token:busy").tat == pytest.approx(time.time() + 40 * 60, abs=5)

@@ -11,7 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PRINT_DATABASE = (
     "import json; from charming import settings; d = settings.DATABASES['default']; "
-    "print(json.dumps({'pool': d.get('OPTIONS', {}).get('pool'), 'health': d.get('CONN_HEALTH_CHECKS', False)}))"
+    "p = dict(d.get('OPTIONS', {}).get('pool') or {}); c = p.pop('check', None); "
+    "print(json.dumps({'pool': p or None, 'health': d.get('CONN_HEALTH_CHECKS', False), "
+    "'idle_check': getattr(c, 'idle_seconds', None)}))"
 )
 
 
@@ -48,7 +50,23 @@ def test_postgresql_gets_a_health_checked_pool_sized_from_the_environment():
     )
 
     assert loaded.returncode == 0, loaded.stderr
-    assert json.loads(loaded.stdout) == {"pool": {"min_size": 1, "max_size": 7, "timeout": 2.5}, "health": True}
+    # The pool's own check, after an idle spell only (charming.postgres.IdleConnectionCheck), not Django's every time.
+    assert json.loads(loaded.stdout) == {
+        "pool": {"min_size": 1, "max_size": 7, "timeout": 2.5},
+        "health": False,
+        "idle_check": 5.0,
+    }
+
+
+def test_the_idle_spell_before_a_pooled_connection_is_checked_is_a_setting():
+    loaded = settings_with(DATABASE_URL=POSTGRES, DATABASE_HEALTH_CHECK_IDLE_SECONDS="0.5")
+
+    assert loaded.returncode == 0, loaded.stderr
+    assert json.loads(loaded.stdout)["idle_check"] == 0.5
+
+    refused = settings_with(DATABASE_URL=POSTGRES, DATABASE_HEALTH_CHECK_IDLE_SECONDS="-1")
+    assert refused.returncode != 0
+    assert "DATABASE_HEALTH_CHECK_IDLE_SECONDS must be 0 or more seconds" in refused.stderr
 
 
 def test_the_pool_can_be_turned_off_and_sqlite_has_none():

@@ -1,0 +1,1 @@
+"""Django's PostgreSQL backend, its connection pool checking connections with charming.postgres.IdleConnectionCheck."""
