@@ -227,7 +227,8 @@ class RegistrationView(DynamicClientRegistrationView):
         refusal = registration_metadata_problem(data)
         if refusal is not None:
             return refusal
-        auth_method = str(requested_auth_method(data))
+        # A body that is not a JSON object is DOT's to refuse (it answers 400 below, and no client is made).
+        auth_method = str(requested_auth_method(data)) if isinstance(data, dict) else "client_secret_basic"
         with transaction.atomic():  # the client and the record of its registration, or neither
             response = super().post(request, *args, **kwargs)
             if response.status_code != 201:
