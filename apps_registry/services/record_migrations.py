@@ -4,7 +4,11 @@ A migration of at most `migrate_inline_records` records runs inside the save's t
 and the migrated records commit together, or (any record failing) nothing does. A larger one is queued as a
 task (`RecordMigration`, run by `manage.py db_worker`) that works in batches in record order, each batch and
 the position after it committed together: a worker killed mid-way resumes after the last committed batch, so
-no record is lost or migrated twice. Until it ends, the app's mutations are refused ("migrating: N of M")."""
+no record is lost or migrated twice. Until it ends, the app's mutations are refused ("migrating: N of M").
+
+Fair share: the apps of one owner have at most CHARMING_MIGRATIONS_PER_USER migrations queued or running at once
+(the task worker runs tasks in the order they were queued, so more would wait before everyone else's); a save whose
+migration would queue one more is refused at once with rate_limited, before its tests run."""
 
 from __future__ import annotations
 
@@ -14,10 +18,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from apps_registry.exceptions import AppMigrating, CharmingError, InvalidDefinition, OperationFailed
+from apps_registry.exceptions import AppMigrating, CharmingError, InvalidDefinition, OperationFailed, RateLimited
 from apps_registry.models import App, Record, RecordMigration
 from apps_registry.routes.limits import Limits, current_limits
 from apps_registry.routes.migrate import Migration, check_migration, migrated_data
@@ -30,6 +36,9 @@ BATCH = 500  # records per committed batch of a queued migration
 # A queued migration with no progress for this long has lost its worker (killed, or the task was lost): the next
 # refused mutation queues its task again (batches take the migration's row lock, so two runs never overlap).
 STALE_AFTER = timedelta(minutes=2)
+# Seconds a save refused for the owner's share of migrations is told to wait (a queued migration works through
+# BATCH records a batch, usually within a minute).
+SHARE_RETRY_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -73,14 +82,19 @@ def migration_check(*, migrate: Any) -> Migration:
 
 
 def record_migration_start(
-    *, app: App, storage_id: uuid.UUID, version: int, migration: Migration, spec: dict[str, Any]
+    *, app: App, actor: Any, storage_id: uuid.UUID, version: int, migration: Migration, spec: dict[str, Any]
 ) -> MigrationOutcome:
-    """Run or queue `migration` over the app's records, inside the save's transaction (the caller's)."""
+    """Run or queue `migration` over the app's records, inside the save's transaction (the caller's); RateLimited
+    when it would be queued beyond the owner's share."""
     limits = current_limits()
     if App.objects.filter(pk=app.pk, migrating=True).exists():
         raise migration_refusal(app, what="save a new migration")
     records = Record.objects.filter(storage_id=storage_id, collection__in=migration.collections)
     total = records.count()
+    if total > limits.migrate_inline_records:
+        # The owner's row locked, so two saves of the owner's apps count one after the other.
+        get_user_model().objects.select_for_update().filter(pk=app.owner_id).first()
+        _share_check(app=app, actor=actor)
     if total <= limits.migrate_inline_records:
         batch = list(records.select_for_update().order_by("pk"))
         try:
@@ -96,6 +110,41 @@ def record_migration_start(
     App.objects.filter(pk=app.pk).update(migrating=True)
     _enqueue(row.id)
     return MigrationOutcome(collections=migration.collections, total=total, queued_id=row.id)
+
+
+def record_migration_share_check(*, app: App, actor: Any, migration: Migration) -> None:
+    """Before a save's tests run: RateLimited when `migration` would be queued (more records than the inline limit)
+    while the apps of `app`'s owner already have their share of migrations queued or running. The save checks
+    again under the owner's row lock when it queues it."""
+    records = Record.objects.filter(storage__app=app, collection__in=migration.collections)
+    if records.count() > current_limits().migrate_inline_records:
+        _share_check(app=app, actor=actor)
+
+
+def _share_check(*, app: App, actor: Any) -> None:
+    share = int(getattr(settings, "CHARMING_MIGRATIONS_PER_USER", 2))
+    if share <= 0:
+        return
+    queued = RecordMigration.objects.filter(app__owner_id=app.owner_id, status=RecordMigration.Status.QUEUED).count()
+    if queued < share:
+        return
+    whose = "you own" if getattr(actor, "pk", None) == app.owner_id else "this app's owner owns"
+    wait = SHARE_RETRY_SECONDS
+    raise RateLimited(
+        f"The apps {whose} already have {queued} record migration{'s' if queued != 1 else ''} queued or running in "
+        f"the background (the most one account has at once, so that every account's get their turn). Nothing was "
+        f"saved; try again in {wait} seconds, once one has finished (get_app shows a migration's progress), or "
+        "migrate fewer records at a time.",
+        limit="migrations",
+        retry_after_seconds=wait,
+        details={
+            "limit": "migrations",
+            "max": share,
+            "queued": queued,
+            "setting": "CHARMING_MIGRATIONS_PER_USER",
+            "retry_after_seconds": wait,
+        },
+    )
 
 
 def record_migration_try(*, migration: Migration, storage_id: uuid.UUID, app_id: str, limits: Limits) -> dict[str, int]:

@@ -10,7 +10,16 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 @pytest.mark.parametrize(
-    "script", ["mcp_calls.py", "route_engine.py", "purge_storage.py", "cel_libraries.py", "aggregate.py", "fairness.py"]
+    "script",
+    [
+        "mcp_calls.py",
+        "route_engine.py",
+        "purge_storage.py",
+        "cel_libraries.py",
+        "aggregate.py",
+        "fairness.py",
+        "soak.py",
+    ],
 )
 def test_benchmark_script_prints_its_help(script):
     out = subprocess.run([sys.executable, str(BENCHMARKS / script), "--help"], capture_output=True, text=True)
