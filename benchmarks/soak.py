@@ -64,7 +64,7 @@ from fairness import (
     serve,
     server_env,
 )
-from measure import banner, load, percentile
+from measure import banner, load, parent_pid, percentile
 
 PASSWORD = "soak-walnut-Pine-41"
 ORDINARY_ADDRESS, ABUSER_ADDRESS = "198.51.100.10", "203.0.113.66"
@@ -446,10 +446,8 @@ def _rss_kib(pid: int) -> int:
 
 
 def _children(pid: int) -> list[int]:
-    try:
-        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
+    """The processes whose parent is `pid` (its CEL workers), whichever of its threads started them."""
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and parent_pid(int(p.name)) == pid]
 
 
 async def _sample_rss(soak: Soak, pid: int, stop: asyncio.Event) -> None:

@@ -6,13 +6,15 @@ task (`RecordMigration`, run by `manage.py db_worker`) that works in batches in 
 the position after it committed together: a worker killed mid-way resumes after the last committed batch, so
 no record is lost or migrated twice. Until it ends, the app's mutations are refused ("migrating: N of M").
 
-Fair share: the apps of one owner have at most CHARMING_MIGRATIONS_PER_USER migrations queued or running at once
+Fair shares: the apps of one owner have at most CHARMING_MIGRATIONS_PER_USER migrations queued or running at once
 (the task worker runs tasks in the order they were queued, so more would wait before everyone else's); a save whose
-migration would queue one more is refused at once with rate_limited, before its tests run."""
+migration would queue one more is refused at once with rate_limited, before its tests run. And a queued migration's
+task runs SLICE_SECONDS at a time, then queues itself again behind the tasks queued meanwhile."""
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,6 +24,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
+from django_tasks_db.compat import TaskResultStatus
+from django_tasks_db.models import DBTaskResult
 
 from apps_registry.exceptions import AppMigrating, CharmingError, InvalidDefinition, OperationFailed, RateLimited
 from apps_registry.models import App, Record, RecordMigration
@@ -39,6 +43,8 @@ STALE_AFTER = timedelta(minutes=2)
 # Seconds a save refused for the owner's share of migrations is told to wait (a queued migration works through
 # BATCH records a batch, usually within a minute).
 SHARE_RETRY_SECONDS = 30
+# Seconds a queued migration's task runs before it queues itself again behind the tasks queued meanwhile.
+SLICE_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -162,19 +168,38 @@ def record_migration_try(*, migration: Migration, storage_id: uuid.UUID, app_id:
 
 
 def _enqueue(migration_id: uuid.UUID) -> None:
+    """Queue the migration's task, unless one is already waiting to run it (a migration has at most one task
+    waiting, however often it is queued again: by its own slices, or by a stale resume)."""
     from apps_registry.tasks import record_migration_task  # the task module imports the services
 
-    record_migration_task.enqueue(migration_id=str(migration_id))
+    waiting = DBTaskResult.objects.filter(
+        status=TaskResultStatus.READY,
+        task_path=record_migration_task.module_path,
+        args_kwargs__kwargs__migration_id=str(migration_id),
+    )
+    if not waiting.exists():
+        record_migration_task.enqueue(migration_id=str(migration_id))
 
 
 def _migrate(
-    batch: list[Record], migration: Migration, *, storage_id: uuid.UUID, app_id: str, now: Any, limits: Limits
+    batch: list[Record],
+    migration: Migration,
+    *,
+    storage_id: uuid.UUID,
+    app_id: str,
+    now: Any,
+    limits: Limits,
+    until: float | None = None,
 ) -> tuple[int, int]:
-    """Migrate (or delete) each record of `batch`, locked by the caller; (migrated, deleted)."""
+    """Migrate (or delete) each record of `batch`, locked by the caller; (migrated, deleted). With `until` (a
+    time.monotonic() value), it stops once past it, after at least one record: the records not reached are
+    left as they were and the caller's position goes after the last one done."""
     store = SqlStore(storage_id=storage_id, max_bytes=limits.record_bytes)
     changed: list[Record] = []
     gone: list[int] = []
     for record in batch:
+        if until is not None and (changed or gone) and time.monotonic() > until:
+            break
         expr = migration.exprs[record.collection]
         data = migrated_data(
             expr, record={**record.data, "id": record.record_id}, now=now, app_id=app_id, store=store, limits=limits
@@ -194,13 +219,30 @@ def _migrate(
     return len(changed), len(gone)
 
 
-def record_migration_run(*, migration_id: uuid.UUID | str, batches: int | None = None) -> RecordMigration | None:
-    """Run a queued migration to its end (or for `batches` batches): each batch in its own transaction, under the
-    migration's row lock, with the position after it. A record failing ends it as failed (batches before stay
-    migrated; the app's mutations are allowed again and its author is told by an advisory)."""
+def record_migration_slice(*, migration_id: uuid.UUID | str) -> RecordMigration | None:
+    """What the task runs: the migration for SLICE_SECONDS at most, then, unfinished, its task queued again, at the
+    back of the queue: the task worker runs tasks in the order they were queued, so a long migration (up to the
+    app's records, each up to the CEL time of a call) takes turns with every other account's tasks instead of
+    holding the worker until it ends."""
+    row = record_migration_run(migration_id=migration_id, seconds=SLICE_SECONDS)
+    if row is not None and row.status == RecordMigration.Status.QUEUED:
+        _enqueue(row.id)
+    return row
+
+
+def record_migration_run(
+    *, migration_id: uuid.UUID | str, batches: int | None = None, seconds: float | None = None
+) -> RecordMigration | None:
+    """Run a queued migration to its end (or for `batches` batches, or about `seconds`: the batch under way when
+    they run out stops after its record at hand): each batch in its own transaction, under the migration's row
+    lock, with the position after it. A record failing ends it as failed (batches before stay migrated; the app's
+    mutations are allowed again and its author is told by an advisory)."""
     limits = current_limits()
+    until = time.monotonic() + seconds if seconds is not None else None
     done_batches = 0
-    while batches is None or done_batches < batches:
+    while (batches is None or done_batches < batches) and (
+        until is None or not done_batches or time.monotonic() < until
+    ):
         with transaction.atomic():
             row = RecordMigration.objects.select_for_update().filter(pk=migration_id).first()
             if row is None or row.status != RecordMigration.Status.QUEUED:
@@ -226,11 +268,12 @@ def record_migration_run(*, migration_id: uuid.UUID | str, batches: int | None =
                         app_id=str(row.app_id),
                         now=row.created_at,
                         limits=limits,
+                        until=until,
                     )
             except CharmingError as exc:
                 _finish(row, error=exc.message)
                 return row
-            row.position = batch[-1].pk
+            row.position = batch[migrated + deleted - 1].pk
             row.done += migrated + deleted
             row.save(update_fields=["position", "done", "updated_at"])
         done_batches += 1

@@ -16,7 +16,11 @@ from apps_registry.exceptions import AppMigrating, InvalidDefinition, OperationF
 from apps_registry.models import Advisory, App, Record, RecordMigration, Storage
 from apps_registry.services import definitions, record_migrations
 from apps_registry.services.definitions import definition_save
-from apps_registry.services.record_migrations import migration_resume_if_stale, record_migration_run
+from apps_registry.services.record_migrations import (
+    migration_resume_if_stale,
+    record_migration_run,
+    record_migration_slice,
+)
 from tests.apps_registry.route_helpers import records, run
 
 pytestmark = pytest.mark.django_db
@@ -199,13 +203,35 @@ def test_a_stale_migration_is_queued_again_and_a_second_one_refused(user, many):
     saved = _save(user, many, {"books": TAGGED})
     tasks = DBTaskResult.objects.filter(task_path__endswith="record_migration_task")
     assert not migration_resume_if_stale(app_id=many.id)  # fresh: its task is still queued
+    tasks.update(status="RUNNING")  # a worker took it, and was killed: the row stays running
     RecordMigration.objects.filter(pk=saved.migration.queued_id).update(updated_at=timezone.now() - timedelta(hours=1))
     with pytest.raises(AppMigrating):
         run(user, many, "add", {"title": "New", "n": 99})  # the refusal queues it again, outside its transaction
     assert tasks.count() == 2
+    RecordMigration.objects.filter(pk=saved.migration.queued_id).update(updated_at=timezone.now() - timedelta(hours=1))
+    assert migration_resume_if_stale(app_id=many.id)
+    assert tasks.count() == 2  # one task waiting to run it is enough
     many.refresh_from_db()
     with pytest.raises(AppMigrating, match="cannot save a new migration until it ends"):
         _save(user, many, {"books": "record"})
+
+
+def test_a_long_migration_takes_turns_with_the_tasks_queued_after_it(user, many, monkeypatch):
+    monkeypatch.setattr(record_migrations, "SLICE_SECONDS", 0)  # every slice is past its time after one record
+    saved = _save(user, many, {"books": TAGGED})
+    tasks = DBTaskResult.objects.filter(task_path__endswith="record_migration_task")
+    later = definition_save(actor=user, definition={**BOOKS, "collections": {"books": {"indexes": [["n"]]}}}).app
+    sync = DBTaskResult.objects.get(
+        task_path__endswith="collection_indexes_task", args_kwargs__kwargs__storage_id=str(later.storage.id)
+    )
+    for turn in range(1, 14):  # a record a turn, and a last turn finding none left
+        tasks.filter(status="READY").update(status="RUNNING")  # the worker takes the waiting one
+        row = record_migration_slice(migration_id=saved.migration.queued_id)
+        assert (row.done, row.status) == (min(turn, 12), "queued" if turn < 13 else "done")
+        waiting = list(tasks.filter(status="READY"))
+        assert len(waiting) == (1 if turn < 13 else 0)
+        assert all(task.enqueued_at > sync.enqueued_at for task in waiting)  # behind the task queued meanwhile
+    assert [r["touched"] for r in records(many, "books").values()] == [1] * 12
 
 
 def test_an_owner_has_at_most_its_share_of_migrations_queued_and_one_more_is_refused_before_its_tests(
