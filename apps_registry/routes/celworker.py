@@ -95,7 +95,7 @@ class WorkerFailed(Exception):
 class _Child:
     command = (sys.executable, "-m", "apps_registry.routes.celworker")
 
-    def __init__(self) -> None:
+    def __init__(self, demoted: bool = False) -> None:
         # No inherited environment (no secrets, no database URL): `-m` finds this module from `cwd`.
         env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
         self.process = subprocess.Popen(
@@ -108,6 +108,10 @@ class _Child:
         )
         self.ready = False
         self.demoted = False
+        if demoted:  # started demoted: its start-up (an interpreter, the CEL extension) yields the CPU too
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, self.process.pid, DEMOTED_NICE)
+                self.demoted = True
 
     def ready_wait(self) -> None:
         """Wait (up to START_SECONDS) for the child to say it started; WorkerFailed if it does not."""
@@ -297,10 +301,10 @@ def _evaluate(
             reply = child.call(program, context, max(0.0, timeout - spent), max_reply)
             spent += time.monotonic() - started
         except BaseException:
-            _retire(child)
+            _retire(child, owner)
             raise
     except BaseException:
-        _retire(child)
+        _retire(child, owner)
         raise
     with _lock:
         if child.demoted and owner is not None:
@@ -316,15 +320,20 @@ def _evaluate(
     raise error(reply[2])
 
 
-def _retire(child: _Child) -> None:
+def _retire(child: _Child, owner: str | None = None) -> None:
     """Kill `child` (it overran or failed) and start one in its place while fewer than WARM are idle:
-    killed children must not leave the next caller, often another account's, to wait for one to start."""
+    killed children must not leave the next caller, often another account's, to wait for one to start. A demoted
+    child killed (its evaluation ran to the deadline) makes its owner one whose evaluations run long, and its
+    replacement starts demoted, for them: an owner whose every evaluation runs to the deadline takes demoted
+    children, and their start-ups, not the never-demoted ones other accounts get."""
     child.kill()
     with _lock:
+        if child.demoted and owner is not None:
+            _slow_owners[owner] = time.monotonic()
         if len(_idle) >= WARM:
             return
     try:
-        fresh = _start()
+        fresh = _start(demoted=child.demoted)
     except WorkerFailed:
         return  # the next call tries again, and says so if it fails too
     with _lock:
@@ -334,9 +343,9 @@ def _retire(child: _Child) -> None:
     fresh.kill()
 
 
-def _start() -> _Child:
+def _start(demoted: bool = False) -> _Child:
     try:
-        return _Child()
+        return _Child(demoted)
     except OSError as exc:
         raise WorkerFailed(f"could not start a CEL worker process ({exc})") from None
 

@@ -139,7 +139,9 @@ def test_a_lease_left_by_a_process_that_died_frees_its_place_when_it_runs_out():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_account_running_tests_elsewhere_is_refused_another_run_at_once_and_others_are_not():
+def test_an_account_running_tests_elsewhere_is_refused_another_run_at_once_and_others_are_not(settings):
+    # The slow test's evaluation runs demoted: on a loaded machine it may need more than the default 1 s of CEL.
+    settings.CHARMING_ROUTES_MAX_CEL_MS = 10_000
     alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
     holding, release = threading.Event(), threading.Event()
 
@@ -222,6 +224,25 @@ def test_a_long_evaluation_is_demoted_and_its_child_serves_its_owner_not_others(
     celworker.prestart(3)  # a child never demoted beside it
     theirs, others = celworker._take("greedy"), celworker._take("someone else")
     assert theirs is not None and theirs.demoted
+    assert others is not None and not others.demoted
+    celworker._idle.extend([theirs, others])
+
+
+def test_a_demoted_child_killed_at_its_deadline_is_replaced_demoted_for_its_owner_and_others_get_the_rest():
+    import os
+
+    celworker._shutdown()
+    celworker._slow_owners.clear()
+    with celworker.share("greedy", 1), pytest.raises(celworker.Deadline):  # demoted at 50 ms, killed at 0.5 s
+        celworker.evaluate(SLOW_MATCH, {"params": {"s": SLOW_TEXT * 4}}, 0.5)
+    assert "greedy" in celworker._slow_owners, "an owner whose evaluation ran to its deadline ran long"
+    (replacement,) = celworker._idle
+    assert replacement.demoted
+    assert os.getpriority(os.PRIO_PROCESS, replacement.process.pid) >= celworker.DEMOTED_NICE
+
+    celworker.prestart(2)  # a child never demoted beside it
+    theirs, others = celworker._take("greedy"), celworker._take("someone else")
+    assert theirs is replacement
     assert others is not None and not others.demoted
     celworker._idle.extend([theirs, others])
 
