@@ -257,7 +257,10 @@ def evaluate_timed(
 
 def _take(owner: str | None) -> _Child | None:
     """An idle child for `owner`: a demoted one for an owner whose evaluations ran long lately, else one never
-    demoted; the oldest of its kind (the likeliest to be ready: a fresh one may still be starting)."""
+    demoted; the oldest of its kind (the likeliest to be ready: a fresh one may still be starting). For an owner
+    not among those when only demoted children are idle, the oldest is killed to make room and None is returned
+    (the caller starts one): a demoted child would run its evaluation behind everything else on a busy machine, a
+    fresh one starts in about 0.1 s, and demoted children nobody takes do not fill the pool."""
     with _lock:
         if not _idle:
             return None
@@ -269,7 +272,11 @@ def _take(owner: str | None) -> _Child | None:
         for index, child in enumerate(_idle):
             if child.demoted == slow:
                 return _idle.pop(index)
-        return _idle.pop(0)
+        oldest = _idle.pop(0)
+        if slow:
+            return oldest
+    oldest.kill()
+    return None
 
 
 def _evaluate(

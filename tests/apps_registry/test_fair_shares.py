@@ -213,6 +213,7 @@ def test_fifty_slow_tests_stop_at_the_definitions_test_time_and_the_rest_are_not
 def test_a_long_evaluation_is_demoted_and_its_child_serves_its_owner_not_others():
     import os
 
+    celworker._shutdown()  # no children left by earlier tests (demoted ones among them)
     celworker.prestart(2)
     with celworker.share("greedy", 1):
         celworker.evaluate(SLOW_MATCH, {"params": {"s": SLOW_TEXT}}, 10.0)
@@ -228,7 +229,7 @@ def test_a_long_evaluation_is_demoted_and_its_child_serves_its_owner_not_others(
     celworker._idle.extend([theirs, others])
 
 
-def test_a_demoted_child_killed_at_its_deadline_is_replaced_demoted_for_its_owner_and_others_get_the_rest():
+def test_a_demoted_child_killed_at_its_deadline_is_replaced_demoted_for_its_owner_and_others_never_run_demoted():
     import os
 
     celworker._shutdown()
@@ -239,6 +240,11 @@ def test_a_demoted_child_killed_at_its_deadline_is_replaced_demoted_for_its_owne
     (replacement,) = celworker._idle
     assert replacement.demoted
     assert os.getpriority(os.PRIO_PROCESS, replacement.process.pid) >= celworker.DEMOTED_NICE
+    assert celworker._take("someone else") is None  # another account starts a fresh child rather than run demoted
+    assert replacement.process.poll() is not None and not celworker._idle  # the demoted one made room for it
+    with celworker.share("greedy", 1), pytest.raises(celworker.Deadline):
+        celworker.evaluate(SLOW_MATCH, {"params": {"s": SLOW_TEXT * 4}}, 0.5)
+    (replacement,) = celworker._idle
 
     celworker.prestart(2)  # a child never demoted beside it
     theirs, others = celworker._take("greedy"), celworker._take("someone else")
