@@ -6,7 +6,7 @@ from django_tasks import task
 
 from apps_registry.services.collection_indexes import collection_indexes_sync
 from apps_registry.services.purge_jobs import purge_job_run
-from apps_registry.services.record_migrations import record_migration_run
+from apps_registry.services.record_migrations import record_migration_slice
 
 
 @task()
@@ -24,6 +24,7 @@ def collection_indexes_task(*, storage_id: str) -> str:
 
 @task()
 def record_migration_task(*, migration_id: str) -> str:
-    """Run a queued migration of an app's records to its end (resumable: see services/record_migrations.py)."""
-    row = record_migration_run(migration_id=migration_id)
+    """Run a queued migration of an app's records for a slice of time, queued again until it ends (resumable: see
+    services/record_migrations.py)."""
+    row = record_migration_slice(migration_id=migration_id)
     return "gone" if row is None else f"{row.status}: {row.done} of {row.total}"

@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,12 +98,16 @@ class Tally:
 
 
 @contextlib.asynccontextmanager
-async def _client(base: str, token: str) -> AsyncIterator[Any]:
+async def _client(
+    base: str, token: str, headers: dict[str, str] | None = None, hooks: dict[str, list[Any]] | None = None
+) -> AsyncIterator[Any]:
+    """The official SDK client speaking 2026-07-28 with `token` (and `headers`; `hooks`: httpx event hooks)."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
+    headers = {"Authorization": f"Bearer {token}", **(headers or {})}
+    http = httpx2.AsyncClient(headers=headers, timeout=120, event_hooks=hooks)
     async with http, Client(streamable_http_client(f"{base}/mcp", http_client=http), mode="2026-07-28") as client:
         await client.list_tools()
         yield client
@@ -221,8 +225,11 @@ def _row(name: str, victim: Tally, abuser: Tally, quiet_p99: float | None) -> st
     )
 
 
-def _prepare(env: dict[str, str], tree: Path) -> dict[str, str]:
-    """Migrate; the two accounts (addresses confirmed), their tokens and apps, in a child process."""
+def _prepare(
+    env: dict[str, str], tree: Path, victim: dict[str, Any] = VICTIM, abuser: dict[str, Any] = ABUSER
+) -> dict[str, str]:
+    """Migrate; the two accounts (addresses confirmed), their tokens and apps (`victim`'s and `abuser`'s
+    definitions), in a child process."""
     script = f"""
 import json, django
 django.setup()
@@ -237,7 +244,7 @@ try:
 except ImportError:  # older code: no confirmation
     email_confirmed_by_operator = lambda user: None
 found = {{}}
-for name, definition in (("victim", {json.dumps(json.dumps(VICTIM))}), ("abuser", {json.dumps(json.dumps(ABUSER))})):
+for name, definition in (("victim", {json.dumps(json.dumps(victim))}), ("abuser", {json.dumps(json.dumps(abuser))})):
     user = get_user_model().objects.create(username=name, email=name + "@example.com")
     email_confirmed_by_operator(user=user)
     found[name + "_token"] = token_create(user=user, name="bench").plaintext
@@ -265,28 +272,9 @@ def _commit(tree: Path) -> str:
 def _run(args: argparse.Namespace, database_url: str) -> None:
     port = _free_port()
     extra = dict(item.split("=", 1) for item in args.env)
-    env = {
-        **os.environ,
-        **extra,
-        "DJANGO_SETTINGS_MODULE": "charming.settings",
-        "DATABASE_URL": database_url,
-        "CHARMING_PUBLIC_URL": f"http://127.0.0.1:{port}",
-        "LOG_LEVEL": "ERROR",
-    }
+    env = server_env(port, database_url, extra)
     prepared = _prepare(env, args.tree)
-    command = [sys.executable, "-m", "uvicorn", "charming.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--lifespan", "on", "--log-level", "warning", "--no-access-log", *shlex.split(SERVE_OPTIONS)]
-    server = subprocess.Popen(command, env=env, cwd=args.tree)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("the server did not start") from None
-                time.sleep(0.1)
+    with serve(env, args.tree, port):
         target = {**prepared, "base": f"http://127.0.0.1:{port}"}
         banner(f"fairness under abuse, {prepared['database']}, one uvicorn process, default settings")
         if args.tree != ROOT:
@@ -320,9 +308,53 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
             for failure in abused.failed[:3]:
                 print(f"         failed: {failure}")
         print(f"load average at the end: {load()}")
+
+
+def server_env(port: int, database_url: str, extra: dict[str, str]) -> dict[str, str]:
+    """The server's environment: the default settings, `extra` over them, a quiet log."""
+    return {
+        **os.environ,
+        **extra,
+        "DJANGO_SETTINGS_MODULE": "charming.settings",
+        "DATABASE_URL": database_url,
+        "CHARMING_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        "LOG_LEVEL": "ERROR",
+    }
+
+
+@contextlib.contextmanager
+def serve(
+    env: dict[str, str], tree: Path, port: int, options: tuple[str, ...] = (), output: Any = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """One uvicorn process serving `tree` with the documented options (and `options`), until the block ends; its
+    output (stdout and stderr) to `output` when given."""
+    command = [sys.executable, "-m", "uvicorn", "charming.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--lifespan", "on", "--log-level", "warning", "--no-access-log", *shlex.split(SERVE_OPTIONS), *options]
+    server = subprocess.Popen(command, env=env, cwd=tree, stdout=output, stderr=output)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("the server did not start") from None
+                time.sleep(0.1)
+        yield server
     finally:
         server.terminate()
         server.wait(timeout=15)
+
+
+def on_postgres(script: Path, forwarded: list[str]) -> None:
+    """Run `script` again with `forwarded` arguments and --database-url of a throw-away PostgreSQL cluster."""
+    inner = shlex.join([sys.executable, str(script.resolve()), *forwarded])
+    command = (
+        "source .ci/postgres.sh && pg_start >/dev/null && "
+        f'{inner} --database-url "$DATABASE_URL"; rc=$?; pg_stop; exit $rc'
+    )
+    subprocess.run(["bash", "-c", command], check=True, cwd=ROOT)
 
 
 def main() -> int:
@@ -355,12 +387,7 @@ def main() -> int:
     if args.database in ("postgres", "both"):
         forwarded = ["--worker", "--abuse", ",".join(args.abuse), "--seconds", str(args.seconds)]
         forwarded += ["--rounds", str(args.rounds), "--tree", str(args.tree), *[f"--env={e}" for e in args.env]]
-        inner = shlex.join([sys.executable, str(Path(__file__).resolve()), *forwarded])
-        command = (
-            "source .ci/postgres.sh && pg_start >/dev/null && "
-            f'{inner} --database-url "$DATABASE_URL"; rc=$?; pg_stop; exit $rc'
-        )
-        subprocess.run(["bash", "-c", command], check=True, cwd=ROOT)
+        on_postgres(Path(__file__), forwarded)
     return 0
 
 

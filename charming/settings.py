@@ -300,6 +300,9 @@ CHARMING_CEL_WORKERS_PER_USER = env.int("CHARMING_CEL_WORKERS_PER_USER", default
 # Definitions one account may have its author tests running for at once (saves, check_app), across every process;
 # one more is refused at once with rate_limited. 0: no bound.
 CHARMING_TEST_RUNS_PER_USER = env.int("CHARMING_TEST_RUNS_PER_USER", default=1)
+# Record migrations one account's apps may have queued or running as background tasks at once (a save whose
+# migration would queue one more is refused at once with rate_limited, nothing saved). 0: no bound.
+CHARMING_MIGRATIONS_PER_USER = env.int("CHARMING_MIGRATIONS_PER_USER", default=2)
 
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from

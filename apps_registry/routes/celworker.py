@@ -95,7 +95,7 @@ class WorkerFailed(Exception):
 class _Child:
     command = (sys.executable, "-m", "apps_registry.routes.celworker")
 
-    def __init__(self) -> None:
+    def __init__(self, demoted: bool = False) -> None:
         # No inherited environment (no secrets, no database URL): `-m` finds this module from `cwd`.
         env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
         self.process = subprocess.Popen(
@@ -108,6 +108,10 @@ class _Child:
         )
         self.ready = False
         self.demoted = False
+        if demoted:  # started demoted: its start-up (an interpreter, the CEL extension) yields the CPU too
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, self.process.pid, DEMOTED_NICE)
+                self.demoted = True
 
     def ready_wait(self) -> None:
         """Wait (up to START_SECONDS) for the child to say it started; WorkerFailed if it does not."""
@@ -253,7 +257,10 @@ def evaluate_timed(
 
 def _take(owner: str | None) -> _Child | None:
     """An idle child for `owner`: a demoted one for an owner whose evaluations ran long lately, else one never
-    demoted; the oldest of its kind (the likeliest to be ready: a fresh one may still be starting)."""
+    demoted; the oldest of its kind (the likeliest to be ready: a fresh one may still be starting). For an owner
+    not among those when only demoted children are idle, the oldest is killed to make room and None is returned
+    (the caller starts one): a demoted child would run its evaluation behind everything else on a busy machine, a
+    fresh one starts in about 0.1 s, and demoted children nobody takes do not fill the pool."""
     with _lock:
         if not _idle:
             return None
@@ -265,7 +272,11 @@ def _take(owner: str | None) -> _Child | None:
         for index, child in enumerate(_idle):
             if child.demoted == slow:
                 return _idle.pop(index)
-        return _idle.pop(0)
+        oldest = _idle.pop(0)
+        if slow:
+            return oldest
+    oldest.kill()
+    return None
 
 
 def _evaluate(
@@ -297,10 +308,10 @@ def _evaluate(
             reply = child.call(program, context, max(0.0, timeout - spent), max_reply)
             spent += time.monotonic() - started
         except BaseException:
-            _retire(child)
+            _retire(child, owner)
             raise
     except BaseException:
-        _retire(child)
+        _retire(child, owner)
         raise
     with _lock:
         if child.demoted and owner is not None:
@@ -316,15 +327,20 @@ def _evaluate(
     raise error(reply[2])
 
 
-def _retire(child: _Child) -> None:
+def _retire(child: _Child, owner: str | None = None) -> None:
     """Kill `child` (it overran or failed) and start one in its place while fewer than WARM are idle:
-    killed children must not leave the next caller, often another account's, to wait for one to start."""
+    killed children must not leave the next caller, often another account's, to wait for one to start. A demoted
+    child killed (its evaluation ran to the deadline) makes its owner one whose evaluations run long, and its
+    replacement starts demoted, for them: an owner whose every evaluation runs to the deadline takes demoted
+    children, and their start-ups, not the never-demoted ones other accounts get."""
     child.kill()
     with _lock:
+        if child.demoted and owner is not None:
+            _slow_owners[owner] = time.monotonic()
         if len(_idle) >= WARM:
             return
     try:
-        fresh = _start()
+        fresh = _start(demoted=child.demoted)
     except WorkerFailed:
         return  # the next call tries again, and says so if it fails too
     with _lock:
@@ -334,9 +350,9 @@ def _retire(child: _Child) -> None:
     fresh.kill()
 
 
-def _start() -> _Child:
+def _start(demoted: bool = False) -> _Child:
     try:
-        return _Child()
+        return _Child(demoted)
     except OSError as exc:
         raise WorkerFailed(f"could not start a CEL worker process ({exc})") from None
 

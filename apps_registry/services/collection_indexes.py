@@ -23,7 +23,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
+from django_tasks_db.compat import TaskResultStatus
+from django_tasks_db.models import DBTaskResult
 
 from apps_registry.models import App, Record
 from apps_registry.routes.steps import NAME
@@ -82,10 +84,26 @@ def declared_indexes(storage_id: uuid.UUID, collections: Any) -> dict[str, Decla
 
 
 def collection_indexes_enqueue(*, storage_id: uuid.UUID) -> None:
-    """Queue a sync of the storage's indexes, with the caller's transaction (the task row commits with it)."""
+    """Queue a sync of the storage's indexes, with the caller's transaction (the task row commits with it), unless
+    one is already waiting for the storage: that one reads the definition when it runs, so it serves this change
+    too, and however many saves an author makes, a storage has at most one sync waiting (and one running) in the
+    task worker's queue. The waiting one's row is locked until the caller commits (the worker skips locked rows),
+    so it cannot start before this change is there to read."""
     from apps_registry.tasks import collection_indexes_task
 
-    collection_indexes_task.enqueue(storage_id=str(storage_id))
+    with transaction.atomic():
+        waiting = (
+            DBTaskResult.objects.select_for_update(skip_locked=True)
+            .filter(
+                status=TaskResultStatus.READY,
+                task_path=collection_indexes_task.module_path,
+                args_kwargs__kwargs__storage_id=str(storage_id),
+            )
+            .values_list("id", flat=True)
+            .first()
+        )
+        if waiting is None:
+            collection_indexes_task.enqueue(storage_id=str(storage_id))
 
 
 def collection_indexes_sync(*, storage_id: uuid.UUID | str) -> IndexSync:

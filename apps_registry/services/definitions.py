@@ -47,6 +47,7 @@ from apps_registry.services.rate_limits import author_tests_lease, cel_share
 from apps_registry.services.record_migrations import (
     MigrationOutcome,
     migration_check,
+    record_migration_share_check,
     record_migration_start,
     record_migration_try,
 )
@@ -139,6 +140,8 @@ def definition_save(
         raise app_not_found(app_id)
     if existing is not None and expected_version is not None and existing[0].version != expected_version:
         raise _conflict(existing[0], expected_version)
+    if existing is not None and migration is not None:  # refused before the tests run, not after
+        record_migration_share_check(app=existing[0], actor=actor, migration=migration)
     test_app_id = existing[0].id if existing else (app_id or uuid.uuid4())
     role = existing[1] if existing else "owner"
     results = tests_run(parts=parts, actor=actor, role=role, app_id=str(test_app_id), limits=limits)
@@ -167,7 +170,12 @@ def definition_save(
         migrated = None
         if migration is not None:
             migrated = record_migration_start(
-                app=app, storage_id=Storage.objects.get(app=app).id, version=version, migration=migration, spec=migrate
+                app=app,
+                actor=actor,
+                storage_id=Storage.objects.get(app=app).id,
+                version=version,
+                migration=migration,
+                spec=migrate,
             )
         Advisory.objects.filter(app=app, kind__in=AUTHORING_KINDS).delete()
         drafts = _unproven(authoring_advisories(parts, limits), parts, results) + tests_advisories(results, saved=True)

@@ -4,20 +4,30 @@ A migration of at most `migrate_inline_records` records runs inside the save's t
 and the migrated records commit together, or (any record failing) nothing does. A larger one is queued as a
 task (`RecordMigration`, run by `manage.py db_worker`) that works in batches in record order, each batch and
 the position after it committed together: a worker killed mid-way resumes after the last committed batch, so
-no record is lost or migrated twice. Until it ends, the app's mutations are refused ("migrating: N of M")."""
+no record is lost or migrated twice. Until it ends, the app's mutations are refused ("migrating: N of M").
+
+Fair shares: the apps of one owner have at most CHARMING_MIGRATIONS_PER_USER migrations queued or running at once
+(the task worker runs tasks in the order they were queued, so more would wait before everyone else's); a save whose
+migration would queue one more is refused at once with rate_limited, before its tests run. And a queued migration's
+task runs SLICE_SECONDS at a time, then queues itself again behind the tasks queued meanwhile."""
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
+from django_tasks_db.compat import TaskResultStatus
+from django_tasks_db.models import DBTaskResult
 
-from apps_registry.exceptions import AppMigrating, CharmingError, InvalidDefinition, OperationFailed
+from apps_registry.exceptions import AppMigrating, CharmingError, InvalidDefinition, OperationFailed, RateLimited
 from apps_registry.models import App, Record, RecordMigration
 from apps_registry.routes.limits import Limits, current_limits
 from apps_registry.routes.migrate import Migration, check_migration, migrated_data
@@ -30,6 +40,11 @@ BATCH = 500  # records per committed batch of a queued migration
 # A queued migration with no progress for this long has lost its worker (killed, or the task was lost): the next
 # refused mutation queues its task again (batches take the migration's row lock, so two runs never overlap).
 STALE_AFTER = timedelta(minutes=2)
+# Seconds a save refused for the owner's share of migrations is told to wait (a queued migration works through
+# BATCH records a batch, usually within a minute).
+SHARE_RETRY_SECONDS = 30
+# Seconds a queued migration's task runs before it queues itself again behind the tasks queued meanwhile.
+SLICE_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -73,14 +88,19 @@ def migration_check(*, migrate: Any) -> Migration:
 
 
 def record_migration_start(
-    *, app: App, storage_id: uuid.UUID, version: int, migration: Migration, spec: dict[str, Any]
+    *, app: App, actor: Any, storage_id: uuid.UUID, version: int, migration: Migration, spec: dict[str, Any]
 ) -> MigrationOutcome:
-    """Run or queue `migration` over the app's records, inside the save's transaction (the caller's)."""
+    """Run or queue `migration` over the app's records, inside the save's transaction (the caller's); RateLimited
+    when it would be queued beyond the owner's share."""
     limits = current_limits()
     if App.objects.filter(pk=app.pk, migrating=True).exists():
         raise migration_refusal(app, what="save a new migration")
     records = Record.objects.filter(storage_id=storage_id, collection__in=migration.collections)
     total = records.count()
+    if total > limits.migrate_inline_records:
+        # The owner's row locked, so two saves of the owner's apps count one after the other.
+        get_user_model().objects.select_for_update().filter(pk=app.owner_id).first()
+        _share_check(app=app, actor=actor)
     if total <= limits.migrate_inline_records:
         batch = list(records.select_for_update().order_by("pk"))
         try:
@@ -98,6 +118,41 @@ def record_migration_start(
     return MigrationOutcome(collections=migration.collections, total=total, queued_id=row.id)
 
 
+def record_migration_share_check(*, app: App, actor: Any, migration: Migration) -> None:
+    """Before a save's tests run: RateLimited when `migration` would be queued (more records than the inline limit)
+    while the apps of `app`'s owner already have their share of migrations queued or running. The save checks
+    again under the owner's row lock when it queues it."""
+    records = Record.objects.filter(storage__app=app, collection__in=migration.collections)
+    if records.count() > current_limits().migrate_inline_records:
+        _share_check(app=app, actor=actor)
+
+
+def _share_check(*, app: App, actor: Any) -> None:
+    share = int(getattr(settings, "CHARMING_MIGRATIONS_PER_USER", 2))
+    if share <= 0:
+        return
+    queued = RecordMigration.objects.filter(app__owner_id=app.owner_id, status=RecordMigration.Status.QUEUED).count()
+    if queued < share:
+        return
+    whose = "you own" if getattr(actor, "pk", None) == app.owner_id else "this app's owner owns"
+    wait = SHARE_RETRY_SECONDS
+    raise RateLimited(
+        f"The apps {whose} already have {queued} record migration{'s' if queued != 1 else ''} queued or running in "
+        f"the background (the most one account has at once, so that every account's get their turn). Nothing was "
+        f"saved; try again in {wait} seconds, once one has finished (get_app shows a migration's progress), or "
+        "migrate fewer records at a time.",
+        limit="migrations",
+        retry_after_seconds=wait,
+        details={
+            "limit": "migrations",
+            "max": share,
+            "queued": queued,
+            "setting": "CHARMING_MIGRATIONS_PER_USER",
+            "retry_after_seconds": wait,
+        },
+    )
+
+
 def record_migration_try(*, migration: Migration, storage_id: uuid.UUID, app_id: str, limits: Limits) -> dict[str, int]:
     """Run `migration` over a storage's records, as a save does inline: an author test's (on its scratch storage,
     whose transaction is rolled back after). Its value: how many records were migrated and deleted."""
@@ -113,19 +168,38 @@ def record_migration_try(*, migration: Migration, storage_id: uuid.UUID, app_id:
 
 
 def _enqueue(migration_id: uuid.UUID) -> None:
+    """Queue the migration's task, unless one is already waiting to run it (a migration has at most one task
+    waiting, however often it is queued again: by its own slices, or by a stale resume)."""
     from apps_registry.tasks import record_migration_task  # the task module imports the services
 
-    record_migration_task.enqueue(migration_id=str(migration_id))
+    waiting = DBTaskResult.objects.filter(
+        status=TaskResultStatus.READY,
+        task_path=record_migration_task.module_path,
+        args_kwargs__kwargs__migration_id=str(migration_id),
+    )
+    if not waiting.exists():
+        record_migration_task.enqueue(migration_id=str(migration_id))
 
 
 def _migrate(
-    batch: list[Record], migration: Migration, *, storage_id: uuid.UUID, app_id: str, now: Any, limits: Limits
+    batch: list[Record],
+    migration: Migration,
+    *,
+    storage_id: uuid.UUID,
+    app_id: str,
+    now: Any,
+    limits: Limits,
+    until: float | None = None,
 ) -> tuple[int, int]:
-    """Migrate (or delete) each record of `batch`, locked by the caller; (migrated, deleted)."""
+    """Migrate (or delete) each record of `batch`, locked by the caller; (migrated, deleted). With `until` (a
+    time.monotonic() value), it stops once past it, after at least one record: the records not reached are
+    left as they were and the caller's position goes after the last one done."""
     store = SqlStore(storage_id=storage_id, max_bytes=limits.record_bytes)
     changed: list[Record] = []
     gone: list[int] = []
     for record in batch:
+        if until is not None and (changed or gone) and time.monotonic() > until:
+            break
         expr = migration.exprs[record.collection]
         data = migrated_data(
             expr, record={**record.data, "id": record.record_id}, now=now, app_id=app_id, store=store, limits=limits
@@ -146,13 +220,30 @@ def _migrate(
     return len(changed), len(gone)
 
 
-def record_migration_run(*, migration_id: uuid.UUID | str, batches: int | None = None) -> RecordMigration | None:
-    """Run a queued migration to its end (or for `batches` batches): each batch in its own transaction, under the
-    migration's row lock, with the position after it. A record failing ends it as failed (batches before stay
-    migrated; the app's mutations are allowed again and its author is told by an advisory)."""
+def record_migration_slice(*, migration_id: uuid.UUID | str) -> RecordMigration | None:
+    """What the task runs: the migration for SLICE_SECONDS at most, then, unfinished, its task queued again, at the
+    back of the queue: the task worker runs tasks in the order they were queued, so a long migration (up to the
+    app's records, each up to the CEL time of a call) takes turns with every other account's tasks instead of
+    holding the worker until it ends."""
+    row = record_migration_run(migration_id=migration_id, seconds=SLICE_SECONDS)
+    if row is not None and row.status == RecordMigration.Status.QUEUED:
+        _enqueue(row.id)
+    return row
+
+
+def record_migration_run(
+    *, migration_id: uuid.UUID | str, batches: int | None = None, seconds: float | None = None
+) -> RecordMigration | None:
+    """Run a queued migration to its end (or for `batches` batches, or about `seconds`: the batch under way when
+    they run out stops after its record at hand): each batch in its own transaction, under the migration's row
+    lock, with the position after it. A record failing ends it as failed (batches before stay migrated; the app's
+    mutations are allowed again and its author is told by an advisory)."""
     limits = current_limits()
+    until = time.monotonic() + seconds if seconds is not None else None
     done_batches = 0
-    while batches is None or done_batches < batches:
+    while (batches is None or done_batches < batches) and (
+        until is None or not done_batches or time.monotonic() < until
+    ):
         with transaction.atomic():
             row = RecordMigration.objects.select_for_update().filter(pk=migration_id).first()
             if row is None or row.status != RecordMigration.Status.QUEUED:
@@ -178,11 +269,12 @@ def record_migration_run(*, migration_id: uuid.UUID | str, batches: int | None =
                         app_id=str(row.app_id),
                         now=row.created_at,
                         limits=limits,
+                        until=until,
                     )
             except CharmingError as exc:
                 _finish(row, error=exc.message)
                 return row
-            row.position = batch[-1].pk
+            row.position = batch[migrated + deleted - 1].pk
             row.done += migrated + deleted
             row.save(update_fields=["position", "done", "updated_at"])
         done_batches += 1

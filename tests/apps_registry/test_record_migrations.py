@@ -12,11 +12,15 @@ import pytest
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
-from apps_registry.exceptions import AppMigrating, InvalidDefinition, OperationFailed
+from apps_registry.exceptions import AppMigrating, InvalidDefinition, OperationFailed, RateLimited
 from apps_registry.models import Advisory, App, Record, RecordMigration, Storage
-from apps_registry.services import record_migrations
+from apps_registry.services import definitions, record_migrations
 from apps_registry.services.definitions import definition_save
-from apps_registry.services.record_migrations import migration_resume_if_stale, record_migration_run
+from apps_registry.services.record_migrations import (
+    migration_resume_if_stale,
+    record_migration_run,
+    record_migration_slice,
+)
 from tests.apps_registry.route_helpers import records, run
 
 pytestmark = pytest.mark.django_db
@@ -199,13 +203,83 @@ def test_a_stale_migration_is_queued_again_and_a_second_one_refused(user, many):
     saved = _save(user, many, {"books": TAGGED})
     tasks = DBTaskResult.objects.filter(task_path__endswith="record_migration_task")
     assert not migration_resume_if_stale(app_id=many.id)  # fresh: its task is still queued
+    tasks.update(status="RUNNING")  # a worker took it, and was killed: the row stays running
     RecordMigration.objects.filter(pk=saved.migration.queued_id).update(updated_at=timezone.now() - timedelta(hours=1))
     with pytest.raises(AppMigrating):
         run(user, many, "add", {"title": "New", "n": 99})  # the refusal queues it again, outside its transaction
     assert tasks.count() == 2
+    RecordMigration.objects.filter(pk=saved.migration.queued_id).update(updated_at=timezone.now() - timedelta(hours=1))
+    assert migration_resume_if_stale(app_id=many.id)
+    assert tasks.count() == 2  # one task waiting to run it is enough
     many.refresh_from_db()
     with pytest.raises(AppMigrating, match="cannot save a new migration until it ends"):
         _save(user, many, {"books": "record"})
+
+
+def test_a_long_migration_takes_turns_with_the_tasks_queued_after_it(user, many, monkeypatch):
+    monkeypatch.setattr(record_migrations, "SLICE_SECONDS", 0)  # every slice is past its time after one record
+    saved = _save(user, many, {"books": TAGGED})
+    tasks = DBTaskResult.objects.filter(task_path__endswith="record_migration_task")
+    later = definition_save(actor=user, definition={**BOOKS, "collections": {"books": {"indexes": [["n"]]}}}).app
+    sync = DBTaskResult.objects.get(
+        task_path__endswith="collection_indexes_task", args_kwargs__kwargs__storage_id=str(later.storage.id)
+    )
+    for turn in range(1, 14):  # a record a turn, and a last turn finding none left
+        tasks.filter(status="READY").update(status="RUNNING")  # the worker takes the waiting one
+        row = record_migration_slice(migration_id=saved.migration.queued_id)
+        assert (row.done, row.status) == (min(turn, 12), "queued" if turn < 13 else "done")
+        waiting = list(tasks.filter(status="READY"))
+        assert len(waiting) == (1 if turn < 13 else 0)
+        assert all(task.enqueued_at > sync.enqueued_at for task in waiting)  # behind the task queued meanwhile
+    assert [r["touched"] for r in records(many, "books").values()] == [1] * 12
+
+
+def test_an_owner_has_at_most_its_share_of_migrations_queued_and_one_more_is_refused_before_its_tests(
+    user, other_user, many, settings, monkeypatch
+):
+    settings.CHARMING_MIGRATIONS_PER_USER = 1
+    first = _save(user, many, {"books": TAGGED})
+    second_app = _app_with_books(user, 12)
+    tasks = DBTaskResult.objects.filter(task_path__endswith="record_migration_task")
+    real_tests_run = definitions.tests_run
+    monkeypatch.setattr(definitions, "tests_run", lambda **kw: pytest.fail("the tests ran before the refusal"))
+    with pytest.raises(RateLimited) as caught:
+        _save(user, second_app, {"books": TAGGED})
+    assert caught.value.message == (
+        "The apps you own already have 1 record migration queued or running in the background (the most one "
+        "account has at once, so that every account's get their turn). Nothing was saved; try again in 30 seconds, "
+        "once one has finished (get_app shows a migration's progress), or migrate fewer records at a time."
+    )
+    assert caught.value.details == {
+        "limit": "migrations",
+        "max": 1,
+        "queued": 1,
+        "setting": "CHARMING_MIGRATIONS_PER_USER",
+        "retry_after_seconds": 30,
+    }
+    second_app.refresh_from_db()
+    assert (second_app.version, second_app.migrating) == (1, False)  # nothing saved
+    assert RecordMigration.objects.count() == 1 and tasks.count() == 1
+    monkeypatch.setattr(definitions, "tests_run", real_tests_run)
+    assert _save(user, _app_with_books(user, 3), {"books": TAGGED}).migration.as_dict()["status"] == "done"
+    others = _app_with_books(other_user, 12)  # another account's share is its own
+    assert _save(other_user, others, {"books": TAGGED}).migration.as_dict()["status"] == "queued"
+
+    record_migration_run(migration_id=first.migration.queued_id)
+    second_app.refresh_from_db()
+    assert _save(user, second_app, {"books": TAGGED}).migration.as_dict()["status"] == "queued"
+
+
+def test_the_share_is_counted_again_when_the_migration_is_queued(user, many, settings, monkeypatch):
+    """Two saves that both passed the early check: the second to queue is refused inside its transaction."""
+    settings.CHARMING_MIGRATIONS_PER_USER = 1
+    second_app = _app_with_books(user, 12)
+    monkeypatch.setattr(definitions, "record_migration_share_check", lambda **kw: None)  # both pass it
+    _save(user, many, {"books": TAGGED})
+    with pytest.raises(RateLimited):
+        _save(user, second_app, {"books": TAGGED})
+    second_app.refresh_from_db()
+    assert second_app.version == 1 and RecordMigration.objects.count() == 1
 
 
 @pytest.mark.postgres

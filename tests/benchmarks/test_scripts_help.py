@@ -21,6 +21,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
         "live_updates.py",
         "open_app.py",
         "change_log.py",
+        "soak.py",
     ],
 )
 def test_benchmark_script_prints_its_help(script):
