@@ -195,21 +195,32 @@ class ChangeConflict(CharmingError):
     kind = "conflict"
     http_status = 409
 
-    def __init__(self, *, change_id: int, conflicts: list[dict[str, Any]]) -> None:
-        shown = ", ".join(f"{c['collection']}/{c['id']} (by change {c['change_id']})" for c in conflicts[:10])
-        more = f" and {len(conflicts) - 10} more" if len(conflicts) > 10 else ""
-        # The facts every transport states; each adds how to go on in its own words.
-        self.facts = (
-            f"Change {change_id} was not reverted: later changes touched the same records: {shown}{more}. "
-            "Nothing was changed."
-        )
-        super().__init__(
-            f"{self.facts} Look at those records' history first; to put them back as they were before change "
-            f"{change_id} anyway (undoing the later changes to them too), revert it with force.",
-            details={"change_id": str(change_id), "conflicts": conflicts[:50]},
-        )
+    def __init__(self, *, change_id: int, conflicts: list[dict[str, Any]], reverted_by: int | None = None) -> None:
+        details: dict[str, Any] = {"change_id": str(change_id), "conflicts": conflicts[:50]}
+        if reverted_by is not None:
+            # The only later change is the change's own revert: forcing would undo that revert, not redo this one.
+            self.facts = (
+                f"Change {change_id} was already reverted, by change {reverted_by}: its records are as they were "
+                "before it. Nothing was changed."
+            )
+            message = f"{self.facts} To redo change {change_id}, revert change {reverted_by}."
+            details["reverted_by"] = str(reverted_by)
+        else:
+            shown = ", ".join(f"{c['collection']}/{c['id']} (by change {c['change_id']})" for c in conflicts[:10])
+            more = f" and {len(conflicts) - 10} more" if len(conflicts) > 10 else ""
+            # The facts every transport states; each adds how to go on in its own words.
+            self.facts = (
+                f"Change {change_id} was not reverted: later changes touched the same records: {shown}{more}. "
+                "Nothing was changed."
+            )
+            message = (
+                f"{self.facts} Look at those records' history first; to put them back as they were before change "
+                f"{change_id} anyway (undoing the later changes to them too), revert it with force."
+            )
+        super().__init__(message, details=details)
         self.change_id = change_id
         self.conflicts = conflicts
+        self.reverted_by = reverted_by
 
 
 class TestsFailed(CharmingError):

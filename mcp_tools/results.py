@@ -53,6 +53,11 @@ def error_message(exc: CharmingError) -> str:
             f"and apply your change to version {exc.current_version}, then call update_app with expected_version "
             f"{exc.current_version}."
         )
+    if isinstance(exc, ChangeConflict) and exc.reverted_by is not None:
+        return (
+            f"{exc.facts} To redo change {exc.change_id}, call revert_change with change_id '{exc.reverted_by}' "
+            "(do not force this one: that would undo the revert)."
+        )
     if isinstance(exc, ChangeConflict):
         return (
             f"{exc.facts} See each record's history with list_changes (app_id, collection, record_id); revert the "

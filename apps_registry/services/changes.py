@@ -195,7 +195,9 @@ def _change_revert(*, actor: Any, number: int, force: bool, via: str, app_id: uu
         current = _records_locked(storage_id, entries)
         conflicts = _later_changes(app, change, entries)
         if conflicts and not force:
-            raise ChangeConflict(change_id=change.pk, conflicts=conflicts)
+            raise ChangeConflict(
+                change_id=change.pk, conflicts=conflicts, reverted_by=_reverted_only_by(change, conflicts)
+            )
         changes = ChangeSet()
         restored: list[dict[str, Any]] = []
         delta = 0
@@ -287,6 +289,16 @@ def _later_changes(app: App, change: Change, entries: list[ChangeEntry]) -> list
         {"collection": collection, "id": record_id, "change_id": str(later_id)}
         for (collection, record_id), later_id in latest.items()
     ]
+
+
+def _reverted_only_by(change: Change, conflicts: list[dict[str, Any]]) -> int | None:
+    """The change that reverted `change`, when it is the only later change to its records (a second revert of an
+    already reverted change); else None."""
+    later = {int(c["change_id"]) for c in conflicts}
+    if len(later) != 1:
+        return None
+    (only,) = later
+    return only if Change.objects.filter(pk=only, reverts_id=change.pk).exists() else None
 
 
 def _records_changed(storage_id: uuid.UUID, delta: int) -> None:

@@ -73,7 +73,11 @@ async def handle_revert(call: ToolCall) -> ToolResult:
     else:
         text = (
             f"Change {value['reverted']} was reverted by the new change {value['change_id']} "
-            f"({len(value['records'])} records put back; revert_change {value['change_id']} would redo it):\n"
+            f"({_records_put_back(len(value['records']))}; revert_change {value['change_id']} would redo it):\n"
             + json.dumps(value["records"], ensure_ascii=False, indent=2)
         )
     return envelope_ok(value, advisories=advisories, text=text)
+
+
+def _records_put_back(count: int) -> str:
+    return f"{count} record{'' if count == 1 else 's'} put back"

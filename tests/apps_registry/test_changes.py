@@ -170,6 +170,16 @@ def test_a_revert_is_refused_when_a_later_change_touched_the_record_and_names_it
     assert Change.objects.filter(reverts__isnull=False).count() == 0
 
 
+def test_a_conflict_with_a_later_change_is_not_worded_as_already_reverted(user, app):
+    added = mutate(user, app, "add", id="t1", title="Milk")
+    first = change_revert(actor=user, change_id=added.change_id, via="mcp")
+    mutate(user, app, "add", id="t1", title="Bread")  # a later change beside the revert
+    with pytest.raises(ChangeConflict) as again:
+        change_revert(actor=user, change_id=added.change_id, via="mcp")
+    assert again.value.reverted_by is None and "already reverted" not in again.value.message
+    assert {c["change_id"] for c in again.value.conflicts} != {str(first.change_id)}
+
+
 def test_a_forced_revert_overwrites_the_later_change(user, app):
     mutate(user, app, "add", id="t1", title="Milk")
     finished = mutate(user, app, "finish", id="t1")
@@ -182,8 +192,13 @@ def test_a_forced_revert_overwrites_the_later_change(user, app):
 def test_reverting_twice_is_a_conflict_with_the_first_revert(user, app):
     added = mutate(user, app, "add", id="t1", title="Milk")
     first = change_revert(actor=user, change_id=added.change_id, via="mcp")
-    with pytest.raises(ChangeConflict, match=f"by change {first.change_id}"):
+    with pytest.raises(ChangeConflict) as again:
         change_revert(actor=user, change_id=added.change_id, via="mcp")
+    assert again.value.message == (
+        f"Change {added.change_id} was already reverted, by change {first.change_id}: its records are as they were "
+        f"before it. Nothing was changed. To redo change {added.change_id}, revert change {first.change_id}."
+    )
+    assert again.value.details["reverted_by"] == str(first.change_id)
     # and the revert itself can be reverted: the task is back
     change_revert(actor=user, change_id=first.change_id, via="mcp")
     assert records(app, "tasks") == {"t1": {"title": "Milk", "done": False}}

@@ -52,7 +52,8 @@ def test_an_agent_reverts_its_wrong_mutation_by_the_change_id_in_meta(live, alic
         }
     ]
 
-    reverted = checked("revert_change", call_tool_ok(live, alice, mode, "revert_change", {"change_id": change_id}))
+    reverted_call = call_tool_ok(live, alice, mode, "revert_change", {"change_id": change_id})
+    reverted = checked("revert_change", reverted_call)
     assert reverted["value"]["reverted"] == change_id
     assert reverted["value"]["records"] == [{"collection": "expenses", "id": expense, "action": "restored"}]
     assert records(budget, "expenses") == {expense: {"amount": 5, "category": "f"}}
@@ -61,6 +62,14 @@ def test_an_agent_reverts_its_wrong_mutation_by_the_change_id_in_meta(live, alic
     )
     ids = [c["id"] for c in checked("list_changes", history)["value"]]
     assert ids == [reverted["value"]["change_id"], change_id, added.meta[CHANGE_ID]]
+    assert "(1 record put back;" in text_of(reverted_call)
+
+    again = checked("revert_change", call_tool_error(live, alice, mode, "revert_change", {"change_id": change_id}))
+    assert again["error"]["message"] == (
+        f"Change {change_id} was already reverted, by change {reverted['value']['change_id']}: its records are as "
+        f"they were before it. Nothing was changed. To redo change {change_id}, call revert_change with change_id "
+        f"'{reverted['value']['change_id']}' (do not force this one: that would undo the revert)."
+    )
 
 
 def test_a_conflicting_revert_is_refused_naming_the_record_and_force_overwrites(live, alice, budget):
