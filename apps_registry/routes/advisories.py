@@ -22,6 +22,7 @@ AUTHORING_KINDS = tuple(
             "unindexed-field",
             "unknown-collection",
             "unused-binding",
+            "unused-input",
             "untested-route",
         }
         | {kind for step_kind in STEP_KINDS.values() for kind in step_kind.advisory_kinds}
@@ -65,8 +66,10 @@ def authoring_advisories(parts: DefinitionParts, limits: Limits) -> list[Advisor
         found.extend(limit_advisories(name, route.steps, limits, route.input_schema))
         bound_at: dict[str, str] = {}
         used: set[str] = set()
+        read: set[str] | None = set()
         for step in walk_steps(route.steps):
             used |= step.uses
+            read = None if read is None or step.params_read is None else read | step.params_read
             if step.as_name:
                 bound_at[step.as_name] = step.at
             found.extend(step.kind.advisories(name, step, limits))
@@ -99,7 +102,32 @@ def authoring_advisories(parts: DefinitionParts, limits: Limits) -> list[Advisor
                         data={"route": name, "step": _index(at), "name": binding},
                     )
                 )
+        if read is not None:
+            found.extend(unused_inputs(name, route.input_schema, read))
     return found
+
+
+def unused_inputs(name: str, input_schema: Any, read: set[str]) -> list[AdvisoryDraft]:
+    """The input properties no expression of the route reads (`params.<name>`): a caller's value for one is
+    accepted and ignored, likely a filter the author meant to apply. For authors only (no user_summary)."""
+    properties = input_schema.get("properties") if isinstance(input_schema, dict) else None
+    if not isinstance(properties, dict):
+        return []
+    return [
+        AdvisoryDraft(
+            kind="unused-input",
+            severity="info",
+            summary=(
+                f"Route '{name}' declares input '{param}' but no step reads params.{param}: a caller's value is "
+                f"accepted and ignored. Use it (for an optional filter, a condition with "
+                f'"when": "has(params.{param})") or remove it from \'input\'.'
+            ),
+            user_summary="",
+            data={"route": name, "param": param},
+        )
+        for param in properties
+        if param not in read
+    ]
 
 
 def untested_route(name: str, kind: str) -> AdvisoryDraft:

@@ -499,6 +499,10 @@ class _StepParser:
             self.problems.append(Problem(f"{self.path}.{where}", problem.message, problem.limit, problem.max))
         if expr is not None:
             self.step.uses |= set(expr.names) & set(self.bound)
+            if expr.params_fields is None:
+                self.step.params_read = None
+            elif self.step.params_read is not None:
+                self.step.params_read |= expr.params_fields
         return expr
 
 

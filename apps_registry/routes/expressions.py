@@ -680,6 +680,9 @@ class Expr:
     type: str = "dyn"
     # (CEL name, value name) for bound names CEL cannot declare as they are (a bound `list`: `renamed`).
     aliases: tuple[tuple[str, str], ...] = ()
+    # The input fields it reads as `params.<name>` (`has(params.<name>)` too); None when it reads `params` in a
+    # way that names no field (`params` whole, `params['x']`): then it may read any of them.
+    params_fields: frozenset[str] | None = frozenset()
 
     @functools.cached_property
     def worker_program(self) -> tuple[bytes, library.Declarations]:
@@ -775,9 +778,24 @@ def compile_expression(
             declarations=declarations,
             type=checked.type,
             aliases=aliases,
+            params_fields=params_fields(scan) if "params" in scan.names else frozenset(),
         ),
         [],
     )
+
+
+_PARAMS_READ = re.compile(r"(?<![.\w])params\b(?:\s*\.\s*([A-Za-z_]\w*))?")
+
+
+def params_fields(scan: Scan) -> frozenset[str] | None:
+    """The fields of `params` an expression reads by name, or None when it reads `params` otherwise (whole, or
+    by a computed key), so that any field may be read."""
+    fields: set[str] = set()
+    for found in _PARAMS_READ.finditer(scan.code):
+        if found.group(1) is None:
+            return None
+        fields.add(found.group(1))
+    return frozenset(fields)
 
 
 def evaluation_failure(exc: Exception) -> str:

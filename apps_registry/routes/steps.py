@@ -72,6 +72,8 @@ class Step:
     order_by: list[tuple[tuple[str, ...], bool]] = field(default_factory=list)  # (path, descending)
     field_path: tuple[str, ...] | None = None
     uses: set[str] = field(default_factory=set)  # names bound by earlier steps that this step reads
+    # The input fields its expressions read by name; None when one reads `params` whole (any field may be read).
+    params_read: set[str] | None = field(default_factory=set)
     at: str = ""  # where the step is in its route: "steps[2]", or "steps[2].for_each.steps[0]" inside a loop
     when: Expr | None = None  # the step runs only when this is true (otherwise its `as` binds null)
     steps: list[Step] = field(default_factory=list)  # a for_each's steps, run once per item

@@ -290,3 +290,54 @@ def test_a_legacy_handler_must_be_a_mutation_with_a_known_action(user):
     found = {e["path"]: e["message"] for e in exc.value.errors}
     assert found["routes.x.handler.action"] == "must be insert, update or delete, got 'upsert'"
     assert found["routes.x.handler"] == "a legacy handler writes: its route must be a mutation"
+
+
+RANGE = {
+    "name": "Log",
+    "collections": {"entries": {}},
+    "routes": {
+        "between": {
+            "kind": "query",
+            "input": {
+                "type": "object",
+                "properties": {"from": {"type": "string"}, "to": {"type": "string"}, "habit": {"type": "string"}},
+            },
+            "steps": [
+                {
+                    "find": {
+                        "collection": "entries",
+                        "where": {
+                            "day": {"gte": "params.from", "when": "has(params.from)"},
+                            "habit": {"eq": "params.habit", "when": "has(params.habit)"},
+                        },
+                        "limit": "50",
+                    },
+                    "as": "found",
+                },
+                {"return": "found"},
+            ],
+        }
+    },
+}
+
+
+def test_an_input_no_expression_reads_gets_an_info_advisory_naming_it(user):
+    """An agent declared `to` and forgot the filter: the save said nothing and every caller's `to` was ignored."""
+    checked = definition_dry_run(actor=user, definition=RANGE)
+    assert checked.problems == []
+    unused = [a for a in checked.advisories if a.kind == "unused-input"]
+    assert [(a.severity, a.data, a.user_summary) for a in unused] == [("info", {"route": "between", "param": "to"}, "")]
+    assert unused[0].summary == (
+        "Route 'between' declares input 'to' but no step reads params.to: a caller's value is accepted and ignored. "
+        'Use it (for an optional filter, a condition with "when": "has(params.to)") or remove it from \'input\'.'
+    )
+
+    wired = copy.deepcopy(RANGE)
+    wired["routes"]["between"]["steps"][1] = {"return": "has(params.to) ? found.filter(e, e.day < params.to) : found"}
+    rechecked = definition_dry_run(actor=user, definition=wired)
+    assert rechecked.problems == [] and [a for a in rechecked.advisories if a.kind == "unused-input"] == []
+
+    whole = copy.deepcopy(RANGE)  # params read whole: any field may be read, so none is flagged
+    whole["routes"]["between"]["steps"][1] = {"return": "{'found': found, 'asked': params}"}
+    rechecked = definition_dry_run(actor=user, definition=whole)
+    assert rechecked.problems == [] and [a for a in rechecked.advisories if a.kind == "unused-input"] == []
