@@ -40,14 +40,21 @@ def test_a_person_reverts_an_agents_wrong_mutation_from_the_page(page):
 
     expect(page.locator(".messages")).to_contain_text(f"Change {wrong.change_id} was reverted: tasks/bike brought back")
     assert records(app, "tasks")["bike"] == {"title": "Fix bike", "done": False}
-    # The revert is itself a change, shown first; reverting the first change again now conflicts.
-    expect(page.locator("ol.timeline > li").first).to_contain_text(f"revert of change {wrong.change_id}")
+    # The revert is itself a change, shown first; reverting the first change again is refused and names the revert.
+    revert = page.locator("ol.timeline > li").first
+    expect(revert).to_contain_text(f"revert of change {wrong.change_id}")
+    revert_id = revert.get_attribute("id").removeprefix("change-")
+    expect(page.locator(f"#change-{wrong.change_id}")).to_contain_text(f"reverted by change {revert_id}")
     page.locator(f"#change-{wrong.change_id}").get_by_role("button", name=f"Revert change {wrong.change_id}").click()
-    expect(page.locator("#revert-conflict")).to_contain_text("tasks/bike")
-    expect(page.locator("#revert-conflict")).to_contain_text("Nothing was changed")
+    conflict = page.locator("#revert-conflict")
+    expect(conflict).to_contain_text(f"already reverted, by change {revert_id}")
+    expect(conflict).to_contain_text("Nothing was changed")
+    expect(conflict.get_by_role("button", name=f"Revert change {wrong.change_id} anyway")).to_have_count(0)
     assert "bike" in records(app, "tasks")
+    conflict.get_by_role("link", name=f"change {revert_id}").click()
+    expect(page.locator(f"#change-{revert_id}")).to_be_in_viewport()
 
     # The record's history, from the timeline's link.
-    page.locator("#revert-conflict a:has-text('tasks/bike')").click()
+    page.locator(f"#change-{revert_id} a:has-text('tasks/bike')").click()
     expect(page.locator("h1")).to_contain_text("History of tasks/bike")
     expect(page.locator("ol.timeline > li")).to_have_count(3)  # added, deleted, brought back
