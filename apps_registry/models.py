@@ -574,6 +574,7 @@ class ChangeVia(models.TextChoices):
     MCP = "mcp", "MCP"
     REST = "rest", "REST API"
     PAGE = "page", "App page"
+    SCHEDULE = "schedule", "Schedule"
     INTERNAL = "internal", "Server"
 
 
@@ -629,3 +630,58 @@ class ChangeEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.collection}/{self.record_id} in change {self.change_id}"
+
+
+class Schedule(models.Model):
+    """A mutation route run on its own at the times of a cron expression in a time zone, with fixed params
+    (services/schedules.py). Each due time is claimed, run and recorded once (`ScheduleRun`) by the task worker;
+    `next_run_at` is the one due time waiting, advanced in the run's transaction."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="schedules")
+    route = models.CharField(max_length=100)
+    cron = models.CharField(max_length=120)  # five fields, as saved (a preset is saved as its expression)
+    time_zone = models.CharField(max_length=64)  # an IANA name
+    params = models.JSONField(default=dict, blank=True)
+    # Runs as this person: their access is checked at each run; a creator who lost it pauses the schedule.
+    creator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    active = models.BooleanField(default=True)
+    paused_reason = models.CharField(max_length=300, blank=True)
+    failures = models.PositiveIntegerField(default=0)  # consecutive failed runs
+    next_run_at = models.DateTimeField(null=True, blank=True)  # None while paused
+    # The task queued for next_run_at (a DBTaskResult id), so a lost task can be told from one still waiting.
+    task_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["app", "created_at"]
+        indexes = [models.Index(fields=["active", "next_run_at"], name="schedule_due")]
+
+    def __str__(self) -> str:
+        return f"{self.route} at '{self.cron}' ({self.time_zone})"
+
+
+class ScheduleRunOutcome(models.TextChoices):
+    OK = "ok", "Ran"
+    FAILED = "failed", "Failed"
+    MISSED = "missed", "Missed"
+
+
+class ScheduleRun(models.Model):
+    """One due time of a schedule: run (ok or failed, with the error) or missed (the worker was away longer than the
+    catch-up window). Unique per due time: a second claim of the same time cannot be recorded."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="runs")
+    due_at = models.DateTimeField()
+    ran_at = models.DateTimeField(default=timezone.now)
+    outcome = models.CharField(max_length=8, choices=ScheduleRunOutcome.choices)
+    error = models.TextField(blank=True)  # the route's error message, as a caller would have seen it
+    change_id = models.BigIntegerField(null=True, blank=True)  # the change log's entry for what the run wrote
+
+    class Meta:
+        ordering = ["-due_at"]
+        constraints = [models.UniqueConstraint(fields=["schedule", "due_at"], name="schedule_run_once_per_due_time")]
+
+    def __str__(self) -> str:
+        return f"{self.schedule_id} at {self.due_at:%Y-%m-%d %H:%M}: {self.outcome}"

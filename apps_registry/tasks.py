@@ -7,6 +7,7 @@ from django_tasks import task
 from apps_registry.services.collection_indexes import collection_indexes_sync
 from apps_registry.services.purge_jobs import purge_job_run
 from apps_registry.services.record_migrations import record_migration_slice
+from apps_registry.services.schedules import schedule_run_due
 
 
 @task()
@@ -28,3 +29,9 @@ def record_migration_task(*, migration_id: str) -> str:
     services/record_migrations.py)."""
     row = record_migration_slice(migration_id=migration_id)
     return "gone" if row is None else f"{row.status}: {row.done} of {row.total}"
+
+
+@task()
+def schedule_run_task(*, schedule_id: str, due_at: str) -> str:
+    """Run one due time of a schedule, and queue the next (services/schedules.py: exactly once per due time)."""
+    return schedule_run_due(schedule_id=schedule_id, due_at=due_at)

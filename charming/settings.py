@@ -304,6 +304,17 @@ CHARMING_TEST_RUNS_PER_USER = env.int("CHARMING_TEST_RUNS_PER_USER", default=1)
 # migration would queue one more is refused at once with rate_limited, nothing saved). 0: no bound.
 CHARMING_MIGRATIONS_PER_USER = env.int("CHARMING_MIGRATIONS_PER_USER", default=2)
 
+# --- Schedules (apps_registry/services/schedules.py; run by `manage.py db_worker`) ---
+# Schedules one app may have, and all the apps of one owner together.
+CHARMING_SCHEDULES_PER_APP = env.int("CHARMING_SCHEDULES_PER_APP", default=10)
+CHARMING_SCHEDULES_PER_OWNER = env.int("CHARMING_SCHEDULES_PER_OWNER", default=50)
+# The closest two times of one schedule may be, in minutes (a cron expression running more often is refused).
+CHARMING_SCHEDULE_MIN_MINUTES = env.int("CHARMING_SCHEDULE_MIN_MINUTES", default=5)
+# Consecutive failed runs after which a schedule pauses (and its app's owner gets an e-mail).
+CHARMING_SCHEDULE_PAUSE_AFTER = env.int("CHARMING_SCHEDULE_PAUSE_AFTER", default=5)
+# Minutes a due time missed while no task worker ran may be late and still run (once); older, it is recorded missed.
+CHARMING_SCHEDULE_CATCHUP_MINUTES = env.int("CHARMING_SCHEDULE_CATCHUP_MINUTES", default=60)
+
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from
 # DJANGO_SECRET_KEY. Every worker behind one URL must share it.

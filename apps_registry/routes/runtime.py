@@ -35,18 +35,7 @@ def run_route(
 ) -> Any:
     """Validate `params`, run the steps against `store` (a mutation inside `store.atomic()`) and validate
     the result; returns the route's JSON value."""
-    if not isinstance(params, dict):
-        raise InvalidInput(
-            f"params of route '{route.name}' must be a JSON object, got {type_name(params)}.",
-            errors=[{"path": "$", "message": f"must be of type object, got {type_name(params)}"}],
-        )
-    params_size = _check_params(route, params, limits)
-    params = coerce_numbers(params, route.input_numbers)
-    errors = route.input_validator.errors(params)
-    if errors:
-        raise InvalidInput(
-            f"params do not match the input schema of route '{route.name}': {_summary(errors)}", errors=errors
-        )
+    params, params_size = _params_checked(route, params, limits)
     call = Call(
         route=route.name,
         values={"params": params, "caller": caller, "app": {"id": app_id}, "now": now or timezone.now()},
@@ -64,6 +53,28 @@ def run_route(
         raise OperationFailed(
             f"Route '{route.name}': the database refused a value ({reason}).", details={"route": route.name}
         ) from None
+
+
+def params_check(route: CompiledRoute, params: Any, limits: Limits) -> None:
+    """InvalidInput (or OperationFailed for a limit) unless `params` would be accepted by the route, as a call
+    checks them before its steps (a schedule's fixed params, when it is saved)."""
+    _params_checked(route, params, limits)
+
+
+def _params_checked(route: CompiledRoute, params: Any, limits: Limits) -> tuple[dict[str, Any], Size]:
+    if not isinstance(params, dict):
+        raise InvalidInput(
+            f"params of route '{route.name}' must be a JSON object, got {type_name(params)}.",
+            errors=[{"path": "$", "message": f"must be of type object, got {type_name(params)}"}],
+        )
+    params_size = _check_params(route, params, limits)
+    params = coerce_numbers(params, route.input_numbers)
+    errors = route.input_validator.errors(params)
+    if errors:
+        raise InvalidInput(
+            f"params do not match the input schema of route '{route.name}': {_summary(errors)}", errors=errors
+        )
+    return params, params_size
 
 
 def _check_params(route: CompiledRoute, params: dict[str, Any], limits: Limits) -> Size:

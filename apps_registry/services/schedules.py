@@ -1,0 +1,445 @@
+"""Schedules: a mutation route run on its own at the times of a cron expression in a time zone, with fixed params.
+
+Saving one checks everything a run would need (the route is a mutation of the app, the params match its input
+schema, the expression and the zone are valid, the times are not closer than CHARMING_SCHEDULE_MIN_MINUTES, the
+per-app and per-owner counts) and queues a task (django-tasks, run by `manage.py db_worker`) for its first due time.
+
+Exactly once per due time, with any number of workers: the task for a due time runs, in one transaction, the claim
+(the schedule's row locked; the time must still be its `next_run_at`), the route (as any call, through
+services.routes, as the schedule's creator), the run's record (`ScheduleRun`, unique per due time) and the task for
+the next due time. A worker killed anywhere in it leaves nothing: `next_run_at` is still that time, and
+`schedules_recover` (run by each schedule task, and by `db_worker` as it starts) queues its task again. A task
+queued twice for one time finds the time no longer due and does nothing.
+
+A time missed while no worker ran runs once when one comes back, if it is at most CHARMING_SCHEDULE_CATCHUP_MINUTES
+old (else it is recorded as missed); the next due time is the first one after the run, so a long absence never
+runs a schedule over and over. Times follow the schedule's zone with cron's rules across daylight-saving changes
+(cronsim): a daily time in the skipped hour runs at the hour's end, one in the repeated hour runs once.
+
+A run that fails counts; CHARMING_SCHEDULE_PAUSE_AFTER consecutive failures pause the schedule, and a creator who can
+no longer change the app (left, was removed, became a viewer) pauses it at once; either way the app's owner gets an
+e-mail. Resuming (an owner or editor) clears the count and plans the next time from now.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+from django_tasks_db.compat import TaskResultStatus
+from django_tasks_db.models import DBTaskResult
+
+from apps_registry.access import app_for
+from apps_registry.exceptions import CharmingError, Forbidden, InvalidInput, NotFound, OperationFailed
+from apps_registry.models import App, ChangeVia, Route, RouteKind, Schedule, ScheduleRun, ScheduleRunOutcome
+from apps_registry.routes.cache import cache_route, cached_route, compile_route
+from apps_registry.routes.limits import current_limits
+from apps_registry.routes.runtime import params_check
+from apps_registry.services.apps import audit_record
+from apps_registry.values import clip, parse_uuid
+
+logger = logging.getLogger(__name__)
+
+# What a preset stands for (cron's own meanings: weekly is Sunday at midnight, monthly the 1st at midnight).
+PRESETS: dict[str, str] = {
+    "hourly": "0 * * * *",
+    "daily": "0 0 * * *",
+    "weekly": "0 0 * * 0",
+    "monthly": "0 0 1 * *",
+}
+# How long a due time may stay unrun before schedules_recover queues its task again (a task waiting behind others
+# is left alone; one whose worker was killed is queued again).
+RECOVER_AFTER = timedelta(minutes=2)
+# A task running longer than this has lost its worker (a run is bounded by the route's time limits: seconds).
+RUNNING_LOST_AFTER = timedelta(minutes=10)
+RUNS_SHOWN = 5  # the last runs each listing shows
+
+
+@dataclass(frozen=True)
+class ScheduleView:
+    """A schedule with its last runs, as the tools, the REST API and the page show it."""
+
+    schedule: Schedule
+    runs: list[ScheduleRun]
+
+    def as_dict(self) -> dict[str, Any]:
+        s = self.schedule
+        return {
+            "id": str(s.id),
+            "app_id": str(s.app_id),
+            "route": s.route,
+            "cron": s.cron,
+            "timezone": s.time_zone,
+            "params": s.params,
+            "active": s.active,
+            "paused_reason": s.paused_reason or None,
+            "failures": s.failures,
+            "next_run_at": None if s.next_run_at is None else s.next_run_at.isoformat(),
+            "created_by": s.creator.get_username(),
+            "runs": [_run_dict(run) for run in self.runs],
+        }
+
+
+def _run_dict(run: ScheduleRun) -> dict[str, Any]:
+    found: dict[str, Any] = {"due_at": run.due_at.isoformat(), "ran_at": run.ran_at.isoformat(), "outcome": run.outcome}
+    if run.error:
+        found["error"] = run.error
+    if run.change_id is not None:
+        found["change_id"] = str(run.change_id)
+    return found
+
+
+def cron_checked(cron: Any, *, path: str = "$.cron") -> str:
+    """The five-field expression `cron` stands for (a preset's, or itself), or InvalidInput saying what to fix."""
+    if not isinstance(cron, str) or not cron.strip():
+        raise _invalid(
+            path, "must be a five-field cron expression such as '30 7 * * 1-5' or a preset: " + ", ".join(PRESETS)
+        )
+    text = " ".join(cron.split())
+    expression = PRESETS.get(text.lower(), text)
+    if len(expression.split(" ")) != 5:
+        raise _invalid(
+            path,
+            f"'{clip(cron, 60)}' has {len(expression.split(' '))} fields; a cron expression has five: minute hour "
+            f"day-of-month month day-of-week (e.g. '30 7 * * 1-5'), or use a preset: {', '.join(PRESETS)}",
+        )
+    try:
+        times = CronSim(expression, datetime(2026, 1, 1, tzinfo=UTC))
+        upcoming = [next(times) for _ in range(50)]
+    except (CronSimError, StopIteration) as problem:
+        raise _invalid(path, f"'{clip(cron, 60)}' is not a valid cron expression ({problem})") from None
+    least = min(b - a for a, b in zip(upcoming, upcoming[1:], strict=False))
+    minimum = timedelta(minutes=settings.CHARMING_SCHEDULE_MIN_MINUTES)
+    if least < minimum:
+        raise _invalid(
+            path,
+            f"'{clip(cron, 60)}' runs every {int(least.total_seconds() // 60)} minute(s); schedules run at most "
+            f"every {settings.CHARMING_SCHEDULE_MIN_MINUTES} minutes (CHARMING_SCHEDULE_MIN_MINUTES)",
+        )
+    return expression
+
+
+def zone_checked(name: Any, *, path: str = "$.timezone") -> ZoneInfo:
+    """The IANA time zone `name`, or InvalidInput."""
+    if isinstance(name, str) and 0 < len(name) <= 64:
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            pass
+    raise _invalid(path, f"{clip(name, 60)!r} is not an IANA time zone; use a name such as 'Europe/Berlin' or 'UTC'")
+
+
+def next_due(*, cron: str, time_zone: str, after: datetime) -> datetime:
+    """The first time of `cron` in `time_zone` strictly after `after`, in UTC."""
+    zone = ZoneInfo(time_zone)
+    return next(CronSim(cron, after.astimezone(zone))).astimezone(UTC)
+
+
+def _invalid(path: str, message: str) -> InvalidInput:
+    return InvalidInput(f"{path.removeprefix('$.')} {message}.", errors=[{"path": path, "message": message}])
+
+
+def _route_checked(*, app: App, route: Any, params: Any) -> Route:
+    """The app's mutation route named `route`, with `params` checked against its input schema."""
+    found = Route.objects.filter(app=app, name=route).first() if isinstance(route, str) else None
+    mutations = sorted(Route.objects.filter(app=app, kind=RouteKind.MUTATION).values_list("name", flat=True))
+    listing = ", ".join(mutations) or "none"
+    if found is None:
+        raise _invalid("$.route", f"names no route of app '{app.name}'; its mutation routes: {listing}")
+    if found.kind != RouteKind.MUTATION:
+        raise _invalid("$.route", f"'{found.name}' is a query; schedules run mutations. Its mutation routes: {listing}")
+    limits = current_limits()
+    version = (found.version, found.updated_at)
+    compiled = cached_route(route_id=found.pk, version=version, limits=limits)
+    if compiled is None:
+        compiled = cache_route(route_id=found.pk, version=version, limits=limits, compiled=compile_route(found, limits))
+    try:
+        params_check(compiled, params, limits)
+    except InvalidInput as refused:  # its paths are within the params: say so
+        errors = [{**e, "path": "$.params" + str(e.get("path", "$")).removeprefix("$")} for e in refused.errors or []]
+        raise InvalidInput(f"The schedule's {refused.message}", errors=errors) from None
+    return found
+
+
+def _schedule_for(*, actor: Any, schedule_id: Any, for_update: bool = False) -> Schedule:
+    """The schedule, if `actor` may manage its app's schedules (owner or editor); NotFound alike for a missing
+    schedule and one of an app the actor cannot see."""
+    pk = parse_uuid(schedule_id)
+    rows = Schedule.objects.select_related("app", "creator")
+    schedule = None if pk is None else (rows.select_for_update() if for_update else rows).filter(pk=pk).first()
+    if schedule is None:
+        raise NotFound(f"No schedule with id {clip(schedule_id)} exists or is visible to you.")
+    try:
+        app_for(actor=actor, app_id=schedule.app_id, need="read")
+    except NotFound:
+        raise NotFound(f"No schedule with id {clip(schedule_id)} exists or is visible to you.") from None
+    app_for(actor=actor, app_id=schedule.app_id, need="author")  # AccessDenied for a viewer, worded by access
+    return schedule
+
+
+def _counts_check(app: App) -> None:
+    per_app = settings.CHARMING_SCHEDULES_PER_APP
+    if Schedule.objects.filter(app=app).count() >= per_app:
+        raise OperationFailed(
+            f"App '{app.name}' has {per_app} schedules, the most an app may have (CHARMING_SCHEDULES_PER_APP). "
+            "Delete one, or have one route do more per run.",
+            details={"limit": "schedules_per_app", "max": per_app},
+        )
+    per_owner = settings.CHARMING_SCHEDULES_PER_OWNER
+    if Schedule.objects.filter(app__owner_id=app.owner_id).count() >= per_owner:
+        raise OperationFailed(
+            f"The apps of this app's owner have {per_owner} schedules, the most one owner's apps may have "
+            "(CHARMING_SCHEDULES_PER_OWNER). Delete one first.",
+            details={"limit": "schedules_per_owner", "max": per_owner},
+        )
+
+
+@transaction.atomic
+def schedule_create(
+    *, actor: Any, app_id: Any, route: Any, cron: Any, time_zone: Any = "UTC", params: Any = None
+) -> ScheduleView:
+    """Attach a schedule to a mutation route of the app (owner or editor); it runs as `actor`."""
+    app, _role = app_for(actor=actor, app_id=app_id, need="author", for_update=True)  # counts checked one at a time
+    params = {} if params is None else params
+    expression = cron_checked(cron)
+    zone_checked(time_zone)
+    found = _route_checked(app=app, route=route, params=params)
+    _counts_check(app)
+    schedule = Schedule.objects.create(
+        app=app, route=found.name, cron=expression, time_zone=time_zone, params=params, creator=actor
+    )
+    _plan(schedule, after=timezone.now())
+    audit_record(
+        actor=actor,
+        action="schedule.create",
+        app_id=app.id,
+        details={"schedule_id": str(schedule.id), "route": found.name, "cron": expression, "timezone": time_zone},
+    )
+    return ScheduleView(schedule=schedule, runs=[])
+
+
+_UNSET: Any = object()
+
+
+@transaction.atomic
+def schedule_update(
+    *,
+    actor: Any,
+    schedule_id: Any,
+    route: Any = _UNSET,
+    cron: Any = _UNSET,
+    time_zone: Any = _UNSET,
+    params: Any = _UNSET,
+    active: Any = _UNSET,
+) -> ScheduleView:
+    """Change what is given (the rest is kept). A change of route, times, zone or params, or resuming, plans the next
+    time from now; resuming clears the failure count. The schedule goes on running as its creator."""
+    schedule = _schedule_for(actor=actor, schedule_id=schedule_id, for_update=True)
+    changed: dict[str, Any] = {}
+    if cron is not _UNSET:
+        schedule.cron = changed["cron"] = cron_checked(cron)
+    if time_zone is not _UNSET:
+        zone_checked(time_zone)
+        schedule.time_zone = changed["timezone"] = time_zone
+    if route is not _UNSET:
+        changed["route"] = route
+    if params is not _UNSET:
+        changed["params"] = True
+        schedule.params = {} if params is None else params
+    route_name = changed.get("route", schedule.route)
+    schedule.route = _route_checked(app=schedule.app, route=route_name, params=schedule.params).name
+    if active is not _UNSET:
+        if not isinstance(active, bool):
+            raise _invalid("$.active", "must be true (run) or false (pause)")
+        changed["active"] = active
+        if active and not schedule.active:
+            schedule.failures = 0
+            schedule.paused_reason = ""
+        elif not active:
+            schedule.paused_reason = f"Paused by {actor.get_username()}."
+        schedule.active = active
+    schedule.save()
+    if schedule.active:
+        _plan(schedule, after=timezone.now())
+    else:
+        Schedule.objects.filter(pk=schedule.pk).update(next_run_at=None, task_id="")
+        schedule.next_run_at = None
+    audit_record(
+        actor=actor,
+        action="schedule.update",
+        app_id=schedule.app_id,
+        details={"schedule_id": str(schedule.id), "changed": sorted(changed)},
+    )
+    return ScheduleView(schedule=schedule, runs=_last_runs(schedule))
+
+
+@transaction.atomic
+def schedule_delete(*, actor: Any, schedule_id: Any) -> Schedule:
+    """Delete the schedule and its runs (owner or editor). A task still queued for it finds it gone."""
+    schedule = _schedule_for(actor=actor, schedule_id=schedule_id, for_update=True)
+    audit_record(
+        actor=actor,
+        action="schedule.delete",
+        app_id=schedule.app_id,
+        details={"schedule_id": str(schedule.id), "route": schedule.route, "cron": schedule.cron},
+    )
+    schedule.delete()
+    return schedule
+
+
+def schedules_for(*, actor: Any, app_id: Any) -> tuple[App, list[ScheduleView]]:
+    """The app's schedules with their last runs (anyone who sees the app)."""
+    app, _role = app_for(actor=actor, app_id=app_id, need="read")
+    schedules = list(Schedule.objects.filter(app=app).select_related("creator").order_by("created_at"))
+    return app, [ScheduleView(schedule=s, runs=_last_runs(s)) for s in schedules]
+
+
+def _last_runs(schedule: Schedule) -> list[ScheduleRun]:
+    return list(ScheduleRun.objects.filter(schedule=schedule).order_by("-due_at")[:RUNS_SHOWN])
+
+
+def _plan(schedule: Schedule, *, after: datetime) -> None:
+    """Set the schedule's next due time after `after` and queue its task (in the caller's transaction)."""
+    schedule.next_run_at = next_due(cron=schedule.cron, time_zone=schedule.time_zone, after=after)
+    schedule.task_id = _enqueue(schedule.id, schedule.next_run_at)
+    Schedule.objects.filter(pk=schedule.pk).update(next_run_at=schedule.next_run_at, task_id=schedule.task_id)
+
+
+def _enqueue(schedule_id: uuid.UUID, due_at: datetime) -> str:
+    from apps_registry.tasks import schedule_run_task  # the task module imports the services
+
+    queued = schedule_run_task.using(run_after=due_at).enqueue(schedule_id=str(schedule_id), due_at=due_at.isoformat())
+    return str(queued.id)
+
+
+def schedule_run_due(*, schedule_id: str, due_at: str, now: datetime | None = None) -> str:
+    """Run one due time of a schedule (its task's body); returns what happened, for the task's result."""
+    from apps_registry.services.routes import route_run  # routes imports a good deal; keep this module light
+
+    schedules_recover(now=now)
+    now = now or timezone.now()
+    due = datetime.fromisoformat(due_at)
+    with transaction.atomic():
+        schedule = Schedule.objects.select_for_update().select_related("app", "creator").filter(pk=schedule_id).first()
+        if schedule is None:
+            return "gone"
+        if not schedule.active or schedule.next_run_at != due:
+            return "not due"  # run already (a task queued twice), paused, or planned anew by a change
+        run = ScheduleRun(schedule=schedule, due_at=due, ran_at=now)
+        if now - due > timedelta(minutes=settings.CHARMING_SCHEDULE_CATCHUP_MINUTES):
+            run.outcome = ScheduleRunOutcome.MISSED
+            run.error = (
+                f"Not run: no task worker ran from {due:%Y-%m-%d %H:%M} UTC until {now:%Y-%m-%d %H:%M} UTC, longer "
+                f"than the catch-up window of {settings.CHARMING_SCHEDULE_CATCHUP_MINUTES} minutes."
+            )
+            run.save()
+            _plan(schedule, after=now)
+            return "missed"
+        lost_access = False
+        try:
+            with transaction.atomic():
+                result = route_run(
+                    actor=schedule.creator,
+                    app_id=schedule.app_id,
+                    op=schedule.route,
+                    params=schedule.params,
+                    kind="mutation",
+                    via=ChangeVia.SCHEDULE,
+                )
+            run.outcome, run.change_id = ScheduleRunOutcome.OK, result.change_id
+        except (NotFound, Forbidden) as refused:
+            lost_access = not _may_author(schedule)
+            run.outcome, run.error = ScheduleRunOutcome.FAILED, refused.message
+        except CharmingError as failed:
+            run.outcome, run.error = ScheduleRunOutcome.FAILED, failed.message
+        except Exception:  # a fault of ours: recorded as a failure, never a worker stuck on the same time
+            logger.exception("schedule %s: run at %s failed unexpectedly", schedule.id, due_at)
+            run.outcome, run.error = ScheduleRunOutcome.FAILED, "The run failed on the server; it was logged."
+        run.save()
+        if run.outcome == ScheduleRunOutcome.OK:
+            schedule.failures = 0
+            Schedule.objects.filter(pk=schedule.pk).update(failures=0)
+            _plan(schedule, after=now)
+            return "ok"
+        schedule.failures += 1
+        if lost_access:
+            reason = (
+                f"Paused: {schedule.creator.get_username()}, who created it and as whom it runs, can no longer change "
+                "this app. An owner or editor can create it again."
+            )
+        elif schedule.failures >= settings.CHARMING_SCHEDULE_PAUSE_AFTER:
+            reason = f"Paused after {schedule.failures} failed runs in a row; the last: {clip(run.error, 200)}"
+        else:
+            Schedule.objects.filter(pk=schedule.pk).update(failures=schedule.failures)
+            _plan(schedule, after=now)
+            return "failed"
+        Schedule.objects.filter(pk=schedule.pk).update(
+            failures=schedule.failures, active=False, paused_reason=reason[:300], next_run_at=None, task_id=""
+        )
+        audit_record(
+            actor=None,
+            action="schedule.pause",
+            app_id=schedule.app_id,
+            details={"schedule_id": str(schedule.id), "route": schedule.route, "failures": schedule.failures},
+        )
+        transaction.on_commit(lambda: _tell_owner(schedule, reason))
+        return "paused"
+
+
+def _may_author(schedule: Schedule) -> bool:
+    try:
+        app_for(actor=schedule.creator, app_id=schedule.app_id, need="author")
+    except CharmingError:
+        return False
+    return True
+
+
+def _tell_owner(schedule: Schedule, reason: str) -> None:
+    owner = schedule.app.owner
+    if not owner.email:
+        return
+    page = settings.CHARMING_PUBLIC_URL + reverse("app_page", args=[schedule.app_id])
+    body = (
+        f"Your app '{schedule.app.name}' stopped running its schedule of route '{schedule.route}' "
+        f"('{schedule.cron}', {schedule.time_zone}).\n\n{reason}\n\n"
+        f"Its runs are on the app's page: {page}\nResume it there, or ask your agent (update_schedule, active=true)."
+    )
+    try:
+        send_mail(f"Charming: a schedule of '{schedule.app.name}' was paused", body, None, [owner.email])
+    except Exception:  # the pause stands whether or not the mail could be sent
+        logger.exception("schedule %s: could not send the pause notice", schedule.id)
+
+
+def schedules_recover(*, now: datetime | None = None) -> int:
+    """Queue again the task of every running schedule whose due time passed RECOVER_AFTER ago with no task waiting
+    or running for it (its worker was killed, or the enqueue was lost); returns how many."""
+    now = now or timezone.now()
+    rows = Schedule.objects.filter(active=True, next_run_at__lt=now - RECOVER_AFTER)
+    overdue = list(rows.values_list("pk", "next_run_at", "task_id")[:500])
+    if not overdue:
+        return 0
+    waiting = DBTaskResult.objects.filter(pk__in=[task_id for _pk, _due, task_id in overdue if task_id]).filter(
+        Q(status=TaskResultStatus.READY) | Q(status=TaskResultStatus.RUNNING, started_at__gte=now - RUNNING_LOST_AFTER)
+    )
+    alive = {str(pk) for pk in waiting.values_list("pk", flat=True)}
+    queued = 0
+    for pk, due, task_id in overdue:
+        if due is None or task_id in alive:
+            continue
+        with transaction.atomic():
+            task = _enqueue(pk, due)
+            queued += Schedule.objects.filter(pk=pk, next_run_at=due).update(task_id=task)
+    if queued:
+        logger.warning("schedules: queued again the lost tasks of %d due schedule times", queued)
+    return queued
