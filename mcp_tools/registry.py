@@ -17,6 +17,7 @@ from mcp_tools.tools import (
     list_apps,
     open_app,
     run_route,
+    schedules,
     send_feedback,
 )
 
@@ -63,6 +64,10 @@ TOOLS: tuple[McpTool, ...] = (
     _tool("check_app", authoring.handle_check, need="author"),
     _tool("list_changes", changes.handle_list, need="read"),
     _tool("revert_change", changes.handle_revert, need="mutate"),
+    _tool("list_schedules", schedules.handle_list, need="read"),
+    _tool("create_schedule", schedules.handle_create, need="author"),
+    _tool("update_schedule", schedules.handle_update, need="author"),
+    _tool("delete_schedule", schedules.handle_delete, need="author"),
 )
 _BY_NAME = {tool.name: tool for tool in TOOLS}
 

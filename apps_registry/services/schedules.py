@@ -40,8 +40,8 @@ from django.utils import timezone
 from django_tasks_db.compat import TaskResultStatus
 from django_tasks_db.models import DBTaskResult
 
-from apps_registry.access import app_for
-from apps_registry.exceptions import CharmingError, Forbidden, InvalidInput, NotFound, OperationFailed
+from apps_registry.access import ALLOWED_ROLES, app_for
+from apps_registry.exceptions import AccessDenied, CharmingError, Forbidden, InvalidInput, NotFound, OperationFailed
 from apps_registry.models import App, ChangeVia, Route, RouteKind, Schedule, ScheduleRun, ScheduleRunOutcome
 from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
@@ -168,7 +168,10 @@ def _route_checked(*, app: App, route: Any, params: Any) -> Route:
         params_check(compiled, params, limits)
     except InvalidInput as refused:  # its paths are within the params: say so
         errors = [{**e, "path": "$.params" + str(e.get("path", "$")).removeprefix("$")} for e in refused.errors or []]
-        raise InvalidInput(f"The schedule's {refused.message}", errors=errors) from None
+        listing = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:3])
+        raise InvalidInput(
+            f"The schedule's params are not accepted by route '{found.name}': {listing}", errors=errors
+        ) from None
     return found
 
 
@@ -181,11 +184,24 @@ def _schedule_for(*, actor: Any, schedule_id: Any, for_update: bool = False) -> 
     if schedule is None:
         raise NotFound(f"No schedule with id {clip(schedule_id)} exists or is visible to you.")
     try:
-        app_for(actor=actor, app_id=schedule.app_id, need="read")
+        _app_to_schedule(actor=actor, app_id=schedule.app_id)  # AccessDenied for a viewer
     except NotFound:
         raise NotFound(f"No schedule with id {clip(schedule_id)} exists or is visible to you.") from None
-    app_for(actor=actor, app_id=schedule.app_id, need="author")  # AccessDenied for a viewer, worded by access
     return schedule
+
+
+def _app_to_schedule(*, actor: Any, app_id: Any, for_update: bool = False) -> App:
+    """The app, if `actor` may manage its schedules (the owner and editors, as for its definition)."""
+    app, role = app_for(actor=actor, app_id=app_id, need="read", for_update=for_update)
+    if role not in ALLOWED_ROLES["author"]:
+        raise AccessDenied(
+            f"Only the app's owner and editors can manage the schedules of app '{app.name}'; you are a {role}.",
+            app_id=app.id,
+            app_name=app.name,
+            role=role,
+            need="author",
+        )
+    return app
 
 
 def _counts_check(app: App) -> None:
@@ -210,7 +226,7 @@ def schedule_create(
     *, actor: Any, app_id: Any, route: Any, cron: Any, time_zone: Any = "UTC", params: Any = None
 ) -> ScheduleView:
     """Attach a schedule to a mutation route of the app (owner or editor); it runs as `actor`."""
-    app, _role = app_for(actor=actor, app_id=app_id, need="author", for_update=True)  # counts checked one at a time
+    app = _app_to_schedule(actor=actor, app_id=app_id, for_update=True)  # the counts are checked one save at a time
     params = {} if params is None else params
     expression = cron_checked(cron)
     zone_checked(time_zone)
@@ -284,8 +300,16 @@ def schedule_update(
     return ScheduleView(schedule=schedule, runs=_last_runs(schedule))
 
 
+@dataclass(frozen=True)
+class DeletedSchedule:
+    id: uuid.UUID
+    app_id: uuid.UUID
+    route: str
+    cron: str
+
+
 @transaction.atomic
-def schedule_delete(*, actor: Any, schedule_id: Any) -> Schedule:
+def schedule_delete(*, actor: Any, schedule_id: Any) -> DeletedSchedule:
     """Delete the schedule and its runs (owner or editor). A task still queued for it finds it gone."""
     schedule = _schedule_for(actor=actor, schedule_id=schedule_id, for_update=True)
     audit_record(
@@ -294,8 +318,9 @@ def schedule_delete(*, actor: Any, schedule_id: Any) -> Schedule:
         app_id=schedule.app_id,
         details={"schedule_id": str(schedule.id), "route": schedule.route, "cron": schedule.cron},
     )
+    gone = DeletedSchedule(id=schedule.id, app_id=schedule.app_id, route=schedule.route, cron=schedule.cron)
     schedule.delete()
-    return schedule
+    return gone
 
 
 def schedules_for(*, actor: Any, app_id: Any) -> tuple[App, list[ScheduleView]]:

@@ -125,6 +125,10 @@ def test_each_tool_is_one_record_and_only_delete_app_answers_without_the_envelop
         "check_app",
         "list_changes",
         "revert_change",
+        "list_schedules",
+        "create_schedule",
+        "update_schedule",
+        "delete_schedule",
     ]
     assert all(tool.contract["name"] == tool.name for tool in TOOLS)
     assert [tool.name for tool in TOOLS if not tool.answers_envelope] == ["delete_app"]
@@ -137,6 +141,10 @@ def test_each_tool_is_one_record_and_only_delete_app_answers_without_the_envelop
         ("update_app", False, True, False),  # replaces a definition (routes may go away); bumps the version
         ("get_app_source", True, False, True),
         ("check_app", True, False, True),  # its tests run in a transaction that is always rolled back
+        ("list_schedules", True, False, True),
+        ("create_schedule", False, False, False),  # calling twice makes two schedules
+        ("update_schedule", False, False, True),  # the same fields again leave the same schedule
+        ("delete_schedule", False, True, True),  # its record of runs goes with it
     ],
 )
 def test_authoring_tools_are_annotated_for_what_they_do(name, read_only, destructive, idempotent):

@@ -31,6 +31,10 @@ EXPECTED_SCOPES = {
     "check_app": "apps:write",
     "list_changes": "apps:read",
     "revert_change": "apps:write",
+    "list_schedules": "apps:read",
+    "create_schedule": "apps:write",
+    "update_schedule": "apps:write",
+    "delete_schedule": "apps:write",
 }
 TOKEN_SCOPES = [
     pytest.param(("apps:read",), id="read"),
@@ -69,6 +73,10 @@ def arguments_for(name: str, app_id: str) -> dict:
         "check_app": {"definition": {"name": "Scoped", "routes": {}}},
         "list_changes": {"app_id": app_id},
         "revert_change": {"change_id": "1"},
+        "list_schedules": {"app_id": app_id},
+        "create_schedule": {"app_id": app_id, "route": "add", "cron": "daily"},
+        "update_schedule": {"schedule_id": app_id, "active": False},
+        "delete_schedule": {"schedule_id": app_id},
     }[name]
 
 
