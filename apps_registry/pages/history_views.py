@@ -23,7 +23,13 @@ from apps_registry.pages.app_views import app_or_404, refusal_page
 from apps_registry.selectors import ChangeListing, changes_page_for
 from apps_registry.services.changes import change_revert
 
-VIA_WORDS = {"mcp": "an AI agent", "rest": "the API", "page": "this page", "internal": "the server"}
+VIA_WORDS = {
+    "mcp": "an AI agent",
+    "rest": "the API",
+    "page": "this page",
+    "schedule": "a schedule",
+    "internal": "the server",
+}
 ACTION_WORDS = {"restored": "put back", "recreated": "brought back", "deleted": "removed again"}
 
 

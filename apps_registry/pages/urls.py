@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from apps_registry.pages import app_views, history_views, live, sharing_views, views
+from apps_registry.pages import app_views, history_views, live, schedule_views, sharing_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -74,6 +74,14 @@ urlpatterns = [
         "apps/<uuid:app_id>/changes/<str:change_id>/revert/",
         history_views.change_revert_submit,
         name="app_change_revert",
+    ),
+    # --- Schedules (apps_registry/pages/schedule_views.py) ---
+    path("apps/<uuid:app_id>/schedules/", schedule_views.schedules_page, name="app_schedules"),
+    path("apps/<uuid:app_id>/schedules/new/", schedule_views.schedule_create_submit, name="app_schedule_create"),
+    path(
+        "apps/<uuid:app_id>/schedules/<uuid:schedule_id>/",
+        schedule_views.schedule_change_submit,
+        name="app_schedule_change",
     ),
     # --- Sharing (apps_registry/pages/sharing_views.py) ---
     path("apps/<uuid:app_id>/members/invite/", sharing_views.member_invite, name="app_member_invite"),
