@@ -57,7 +57,9 @@ def test_a_person_schedules_an_action_sees_its_runs_and_pauses_it(browser, live_
         expect(card).to_contain_text("Next run:")
         expect(card).to_contain_text("No runs yet.")
 
-        schedule_run_due(schedule_id=str(schedule.id), due_at=schedule.next_run_at.isoformat(), now=schedule.next_run_at)
+        schedule_run_due(
+            schedule_id=str(schedule.id), due_at=schedule.next_run_at.isoformat(), now=schedule.next_run_at
+        )
         page.reload()
         expect(card.locator("td[data-label=Outcome]")).to_have_text("ran")
         card.get_by_role("link", name="change").click()

@@ -138,3 +138,35 @@ def test_the_guides_undo_example_calls_the_tools_as_their_contracts_take_them():
         == []
     )
     assert "force: true" in text and "conflict" in text
+
+
+def test_the_guides_schedule_example_calls_the_tools_as_their_contracts_take_them():
+    from jsonschema import Draft202012Validator
+
+    from apps_registry.services.schedules import cron_checked, zone_checked
+    from mcp_tools.registry import TOOLS
+
+    section = re.search(r"## Running a route on its own: schedules\n(.*?)\n## ", guide_text(), re.S)
+    assert section is not None
+    text = section.group(1)
+    contracts = {tool.name: tool.contract for tool in TOOLS}
+    app_id = "16e11369-d40c-40c3-af10-adf5e28fe88b"
+    created = {"app_id": app_id, "route": "mark_overdue", "cron": "0 0 * * *", "timezone": "Europe/Berlin"}
+    assert (
+        f'`create_schedule {{app_id: "{app_id}", route: "mark_overdue", cron: "0 0 * * *", timezone: "Europe/Berlin"}}`'
+        in text
+    )
+    cron_checked(created["cron"]) and zone_checked(created["timezone"])
+    for name in ("create_schedule", "list_schedules", "update_schedule", "delete_schedule"):
+        assert f"`{name} {{" in text, name
+    calls = {
+        "create_schedule": created,
+        "list_schedules": {"app_id": app_id},
+        "update_schedule": {"schedule_id": app_id, "active": False},
+        "delete_schedule": {"schedule_id": app_id},
+    }
+    for name, arguments in calls.items():
+        assert list(Draft202012Validator(contracts[name]["inputSchema"]).iter_errors(arguments)) == [], name
+    for preset in ("hourly", "daily", "weekly", "monthly"):
+        assert f"`{preset}`" in text
+        cron_checked(preset)
