@@ -71,7 +71,7 @@ def schedule_create_submit(request: HttpRequest, app_id: uuid.UUID) -> HttpRespo
     form = {key: request.POST.get(key, "") for key in ("route", "cron", "timezone", "params")}
     try:
         params = json.loads(form["params"] or "{}")
-    except ValueError as bad:
+    except json.JSONDecodeError as bad:
         error = InvalidInput(
             f'The params are not JSON ({bad.msg} at character {bad.pos}): write an object such as {{"by": 1}}.',
             errors=[{"path": "$.params", "message": "not JSON"}],
