@@ -102,10 +102,10 @@ def schedule_change_submit(request: HttpRequest, app_id: uuid.UUID, schedule_id:
     do = request.POST.get("do")
     try:
         if do == "delete":
-            gone = schedule_delete(actor=request.user, schedule_id=schedule_id)
+            gone = schedule_delete(actor=request.user, schedule_id=schedule_id, app_id=app.id)
             messages.success(request, f"Schedule of {gone.route} at '{gone.cron}' deleted.")
         elif do in ("pause", "resume"):
-            view = schedule_update(actor=request.user, schedule_id=schedule_id, active=do == "resume")
+            view = schedule_update(actor=request.user, schedule_id=schedule_id, active=do == "resume", app_id=app.id)
             messages.success(request, f"Schedule of {view.schedule.route} {'resumed' if do == 'resume' else 'paused'}.")
         else:
             messages.error(request, "Unknown action: use the buttons of the page.")

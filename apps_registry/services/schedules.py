@@ -175,12 +175,17 @@ def _route_checked(*, app: App, route: Any, params: Any) -> Route:
     return found
 
 
-def _schedule_for(*, actor: Any, schedule_id: Any, for_update: bool = False) -> Schedule:
-    """The schedule, if `actor` may manage its app's schedules (owner or editor); NotFound alike for a missing
-    schedule and one of an app the actor cannot see."""
+def _schedule_for(*, actor: Any, schedule_id: Any, app_id: Any = None, for_update: bool = False) -> Schedule:
+    """The schedule (of app `app_id`, when given), if `actor` may manage its app's schedules (owner or editor);
+    NotFound alike for a missing schedule and one of an app the actor cannot see."""
     pk = parse_uuid(schedule_id)
     rows = Schedule.objects.select_related("app", "creator")
-    schedule = None if pk is None else (rows.select_for_update() if for_update else rows).filter(pk=pk).first()
+    if app_id is not None:
+        rows = rows.filter(app_id=parse_uuid(app_id))
+    # Only the schedule's row: its app's row stays free for the mutations that lock it (KEY SHARE) meanwhile.
+    schedule = (
+        None if pk is None else (rows.select_for_update(of=("self",)) if for_update else rows).filter(pk=pk).first()
+    )
     if schedule is None:
         raise NotFound(f"No schedule with id {clip(schedule_id)} exists or is visible to you.")
     try:
@@ -258,10 +263,12 @@ def schedule_update(
     time_zone: Any = _UNSET,
     params: Any = _UNSET,
     active: Any = _UNSET,
+    app_id: Any = None,
 ) -> ScheduleView:
     """Change what is given (the rest is kept). A change of route, times, zone or params, or resuming, plans the next
-    time from now; resuming clears the failure count. The schedule goes on running as its creator."""
-    schedule = _schedule_for(actor=actor, schedule_id=schedule_id, for_update=True)
+    time from now; resuming clears the failure count. The schedule goes on running as its creator. With `app_id`
+    (a page's URL), a schedule of another app is not found."""
+    schedule = _schedule_for(actor=actor, schedule_id=schedule_id, app_id=app_id, for_update=True)
     changed: dict[str, Any] = {}
     if cron is not _UNSET:
         schedule.cron = changed["cron"] = cron_checked(cron)
@@ -309,9 +316,9 @@ class DeletedSchedule:
 
 
 @transaction.atomic
-def schedule_delete(*, actor: Any, schedule_id: Any) -> DeletedSchedule:
+def schedule_delete(*, actor: Any, schedule_id: Any, app_id: Any = None) -> DeletedSchedule:
     """Delete the schedule and its runs (owner or editor). A task still queued for it finds it gone."""
-    schedule = _schedule_for(actor=actor, schedule_id=schedule_id, for_update=True)
+    schedule = _schedule_for(actor=actor, schedule_id=schedule_id, app_id=app_id, for_update=True)
     audit_record(
         actor=actor,
         action="schedule.delete",
@@ -356,7 +363,8 @@ def schedule_run_due(*, schedule_id: str, due_at: str, now: datetime | None = No
     now = now or timezone.now()
     due = datetime.fromisoformat(due_at)
     with transaction.atomic():
-        schedule = Schedule.objects.select_for_update().select_related("app", "creator").filter(pk=schedule_id).first()
+        rows = Schedule.objects.select_for_update(of=("self",)).select_related("app", "creator")
+        schedule = rows.filter(pk=schedule_id).first()
         if schedule is None:
             return "gone"
         if not schedule.active or schedule.next_run_at != due:
