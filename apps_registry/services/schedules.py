@@ -181,7 +181,8 @@ def _schedule_for(*, actor: Any, schedule_id: Any, app_id: Any = None, for_updat
     pk = parse_uuid(schedule_id)
     rows = Schedule.objects.select_related("app", "creator")
     if app_id is not None:
-        rows = rows.filter(app_id=parse_uuid(app_id))
+        app_pk = parse_uuid(app_id)
+        rows = rows.filter(app_id=app_pk) if app_pk is not None else rows.none()
     # Only the schedule's row: its app's row stays free for the mutations that lock it (KEY SHARE) meanwhile.
     schedule = (
         None if pk is None else (rows.select_for_update(of=("self",)) if for_update else rows).filter(pk=pk).first()
