@@ -314,6 +314,8 @@ CHARMING_SCHEDULE_MIN_MINUTES = env.int("CHARMING_SCHEDULE_MIN_MINUTES", default
 CHARMING_SCHEDULE_PAUSE_AFTER = env.int("CHARMING_SCHEDULE_PAUSE_AFTER", default=5)
 # Minutes a due time missed while no task worker ran may be late and still run (once); older, it is recorded missed.
 CHARMING_SCHEDULE_CATCHUP_MINUTES = env.int("CHARMING_SCHEDULE_CATCHUP_MINUTES", default=60)
+# Seconds between a task worker's sweeps for schedules whose task was lost (queued again; a run is never doubled).
+CHARMING_SCHEDULE_SWEEP_SECONDS = env.float("CHARMING_SCHEDULE_SWEEP_SECONDS", default=60.0)
 
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from

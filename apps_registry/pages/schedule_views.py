@@ -20,6 +20,7 @@ from apps_registry.models import Route, RouteKind
 from apps_registry.pages.app_views import app_or_404, refusal_page
 from apps_registry.services.schedules import (
     PRESETS,
+    schedule_app_for,
     schedule_create,
     schedule_delete,
     schedule_update,
@@ -68,12 +69,17 @@ def schedules_page(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
 @require_POST
 def schedule_create_submit(request: HttpRequest, app_id: uuid.UUID) -> HttpResponse:
     app, _role = app_or_404(request, app_id)
+    try:
+        schedule_app_for(actor=request.user, app_id=app.id)
+    except AccessDenied as refused:
+        return refusal_page(request, app, refused)
     form = {key: request.POST.get(key, "") for key in ("route", "cron", "timezone", "params")}
     try:
         params = json.loads(form["params"] or "{}")
-    except json.JSONDecodeError as bad:
+    except (ValueError, RecursionError) as bad:
+        where = f" ({bad.msg} at character {bad.pos})" if isinstance(bad, json.JSONDecodeError) else ""
         error = InvalidInput(
-            f'The params are not JSON ({bad.msg} at character {bad.pos}): write an object such as {{"by": 1}}.',
+            f'The values to send are not JSON{where}: write an object such as {{"by": 1}}.',
             errors=[{"path": "$.params", "message": "not JSON"}],
         )
         return _render(request, app.id, form=form, error=error)

@@ -66,8 +66,12 @@ def route_run(
     idempotency_key: IdempotencyKey | None = None,
     advisories: bool = False,
     via: str = ChangeVia.INTERNAL,
+    budget_taken: bool = False,
 ) -> RouteResult:
     """Run route `op` of app `app_id` as `actor`. Raises only apps_registry.exceptions errors.
+
+    `budget_taken`: the caller already counted this run against the app's budget (`app_budget_take`), outside its
+    own transaction (a schedule's run, which holds one around this call).
 
     A mutation with an `idempotency_key` already committed (same caller, app, route, params) within the window
     returns that first call's result (`replayed`) instead of running again; queries ignore the key.
@@ -79,7 +83,8 @@ def route_run(
     unstorable_text_refuse(op, path="$.op", what="The route name (op)")
     unstorable_text_refuse(params, path="$.params", what="The params")
     # Before the mutation's transaction, so the budget's row is not held while the route runs.
-    app_budget_take(actor=actor, app_id=app_id)
+    if not budget_taken:
+        app_budget_take(actor=actor, app_id=app_id)
     with cel_share(actor=actor):  # the caller's share of this process's CEL worker processes
         return _route_run_retrying(
             actor=actor,

@@ -27,11 +27,13 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Q
@@ -41,12 +43,23 @@ from django_tasks_db.compat import TaskResultStatus
 from django_tasks_db.models import DBTaskResult
 
 from apps_registry.access import ALLOWED_ROLES, app_for
-from apps_registry.exceptions import AccessDenied, CharmingError, Forbidden, InvalidInput, NotFound, OperationFailed
+from apps_registry.exceptions import (
+    AccessDenied,
+    AppMigrating,
+    CharmingError,
+    InvalidInput,
+    NotFound,
+    OperationFailed,
+    RateLimited,
+    unstorable_text_refuse,
+)
 from apps_registry.models import App, ChangeVia, Route, RouteKind, Schedule, ScheduleRun, ScheduleRunOutcome
+from apps_registry.redaction import redact
 from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import params_check
 from apps_registry.services.apps import audit_record
+from apps_registry.services.rate_limits import app_budget_take
 from apps_registry.values import clip, parse_uuid
 
 logger = logging.getLogger(__name__)
@@ -61,14 +74,16 @@ PRESETS: dict[str, str] = {
 # How long a due time may stay unrun before schedules_recover queues its task again (a task waiting behind others
 # is left alone; one whose worker was killed is queued again).
 RECOVER_AFTER = timedelta(minutes=2)
-# A task running longer than this has lost its worker (a run is bounded by the route's time limits: seconds).
-RUNNING_LOST_AFTER = timedelta(minutes=10)
+# A task running longer than this has lost its worker (a run is bounded by the route's time limits: seconds). Queuing
+# a time's task again while the first still runs is harmless: the second waits for the schedule's row, then finds
+# the time no longer due.
+RUNNING_LOST_AFTER = timedelta(minutes=2)
 RUNS_SHOWN = 5  # the last runs each listing shows
 
 
 @dataclass(frozen=True)
 class ScheduleView:
-    """A schedule with its last runs, as the tools, the REST API and the page show it."""
+    """A schedule with its last runs, as the MCP tools and the page show it."""
 
     schedule: Schedule
     runs: list[ScheduleRun]
@@ -107,6 +122,8 @@ def cron_checked(cron: Any, *, path: str = "$.cron") -> str:
             path, "must be a five-field cron expression such as '30 7 * * 1-5' or a preset: " + ", ".join(PRESETS)
         )
     text = " ".join(cron.split())
+    if len(text) > 120:
+        raise _invalid(path, f"is {len(text)} characters long; a cron expression has at most 120")
     expression = PRESETS.get(text.lower(), text)
     if len(expression.split(" ")) != 5:
         raise _invalid(
@@ -132,12 +149,15 @@ def cron_checked(cron: Any, *, path: str = "$.cron") -> str:
 
 def zone_checked(name: Any, *, path: str = "$.timezone") -> ZoneInfo:
     """The IANA time zone `name`, or InvalidInput."""
-    if isinstance(name, str) and 0 < len(name) <= 64:
-        try:
-            return ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
-            pass
+    if isinstance(name, str) and name in _zones():
+        return ZoneInfo(name)
     raise _invalid(path, f"{clip(name, 60)!r} is not an IANA time zone; use a name such as 'Europe/Berlin' or 'UTC'")
+
+
+@cache
+def _zones() -> frozenset[str]:
+    """The IANA zone names (the system's database, or the tzdata package's), without aliases such as 'localtime'."""
+    return frozenset(available_timezones()) - {"localtime", "posixrules"}
 
 
 def next_due(*, cron: str, time_zone: str, after: datetime) -> datetime:
@@ -152,6 +172,8 @@ def _invalid(path: str, message: str) -> InvalidInput:
 
 def _route_checked(*, app: App, route: Any, params: Any) -> Route:
     """The app's mutation route named `route`, with `params` checked against its input schema."""
+    unstorable_text_refuse(route, path="$.route", what="The route name")
+    unstorable_text_refuse(params, path="$.params", what="The params")
     found = Route.objects.filter(app=app, name=route).first() if isinstance(route, str) else None
     mutations = sorted(Route.objects.filter(app=app, kind=RouteKind.MUTATION).values_list("name", flat=True))
     listing = ", ".join(mutations) or "none"
@@ -190,13 +212,13 @@ def _schedule_for(*, actor: Any, schedule_id: Any, app_id: Any = None, for_updat
     if schedule is None:
         raise NotFound(f"No schedule with id {clip(schedule_id)} exists or is visible to you.")
     try:
-        _app_to_schedule(actor=actor, app_id=schedule.app_id)  # AccessDenied for a viewer
+        schedule_app_for(actor=actor, app_id=schedule.app_id)  # AccessDenied for a viewer
     except NotFound:
         raise NotFound(f"No schedule with id {clip(schedule_id)} exists or is visible to you.") from None
     return schedule
 
 
-def _app_to_schedule(*, actor: Any, app_id: Any, for_update: bool = False) -> App:
+def schedule_app_for(*, actor: Any, app_id: Any, for_update: bool = False) -> App:
     """The app, if `actor` may manage its schedules (the owner and editors, as for its definition)."""
     app, role = app_for(actor=actor, app_id=app_id, need="read", for_update=for_update)
     if role not in ALLOWED_ROLES["author"]:
@@ -211,6 +233,9 @@ def _app_to_schedule(*, actor: Any, app_id: Any, for_update: bool = False) -> Ap
 
 
 def _counts_check(app: App) -> None:
+    """Refuse one schedule more than the app's or its owner's share; under the owner's row lock, so two saves (of two
+    apps of one owner) cannot both take the last place."""
+    get_user_model().objects.select_for_update().filter(pk=app.owner_id).first()
     per_app = settings.CHARMING_SCHEDULES_PER_APP
     if Schedule.objects.filter(app=app).count() >= per_app:
         raise OperationFailed(
@@ -232,7 +257,7 @@ def schedule_create(
     *, actor: Any, app_id: Any, route: Any, cron: Any, time_zone: Any = "UTC", params: Any = None
 ) -> ScheduleView:
     """Attach a schedule to a mutation route of the app (owner or editor); it runs as `actor`."""
-    app = _app_to_schedule(actor=actor, app_id=app_id, for_update=True)  # the counts are checked one save at a time
+    app = schedule_app_for(actor=actor, app_id=app_id, for_update=True)  # the counts are checked one save at a time
     params = {} if params is None else params
     expression = cron_checked(cron)
     zone_checked(time_zone)
@@ -266,44 +291,48 @@ def schedule_update(
     active: Any = _UNSET,
     app_id: Any = None,
 ) -> ScheduleView:
-    """Change what is given (the rest is kept). A change of route, times, zone or params, or resuming, plans the next
-    time from now; resuming clears the failure count. The schedule goes on running as its creator. With `app_id`
-    (a page's URL), a schedule of another app is not found."""
+    """Change what is given (the rest is kept), or pause (`active=False`) or resume it.
+
+    Whoever changes what it runs (route, params, times, zone) or resumes it is the one it runs as from then on: an
+    editor cannot make it run something as someone else, and a schedule paused for its creator's lost access resumes
+    as the person resuming it. Any change but a pause plans the next time from now; resuming clears the failure count.
+    Pausing checks nothing (a schedule whose route is gone can still be stopped). With `app_id` (a page's URL), a
+    schedule of another app is not found."""
     schedule = _schedule_for(actor=actor, schedule_id=schedule_id, app_id=app_id, for_update=True)
-    changed: dict[str, Any] = {}
+    if active is not _UNSET and not isinstance(active, bool):
+        raise _invalid("$.active", "must be true (run) or false (pause)")
+    changed = sorted(
+        name
+        for name, given in (("route", route), ("cron", cron), ("timezone", time_zone), ("params", params))
+        if given is not _UNSET
+    )
     if cron is not _UNSET:
-        schedule.cron = changed["cron"] = cron_checked(cron)
+        schedule.cron = cron_checked(cron)
     if time_zone is not _UNSET:
         zone_checked(time_zone)
-        schedule.time_zone = changed["timezone"] = time_zone
-    if route is not _UNSET:
-        changed["route"] = route
+        schedule.time_zone = time_zone
     if params is not _UNSET:
-        changed["params"] = True
         schedule.params = {} if params is None else params
-    route_name = changed.get("route", schedule.route)
-    schedule.route = _route_checked(app=schedule.app, route=route_name, params=schedule.params).name
-    if active is not _UNSET:
-        if not isinstance(active, bool):
-            raise _invalid("$.active", "must be true (run) or false (pause)")
-        changed["active"] = active
-        if active and not schedule.active:
-            schedule.failures = 0
-            schedule.paused_reason = ""
-        elif not active:
-            schedule.paused_reason = f"Paused by {actor.get_username()}."
-        schedule.active = active
+    resuming = active is True and not schedule.active
+    if route is not _UNSET or params is not _UNSET or resuming:
+        route_name = route if route is not _UNSET else schedule.route
+        schedule.route = _route_checked(app=schedule.app, route=route_name, params=schedule.params).name
+    if changed or resuming:
+        schedule.creator = actor
+    if resuming:
+        schedule.active, schedule.failures, schedule.paused_reason = True, 0, ""
+    elif active is False:
+        schedule.active, schedule.paused_reason = False, f"Paused by {actor.get_username()}."
     schedule.save()
-    if schedule.active:
+    if schedule.active and (changed or resuming):
         _plan(schedule, after=timezone.now())
-    else:
-        Schedule.objects.filter(pk=schedule.pk).update(next_run_at=None, task_id="")
-        schedule.next_run_at = None
+    elif not schedule.active:
+        _unplan(schedule)
     audit_record(
         actor=actor,
         action="schedule.update",
         app_id=schedule.app_id,
-        details={"schedule_id": str(schedule.id), "changed": sorted(changed)},
+        details={"schedule_id": str(schedule.id), "changed": changed + (["active"] if active is not _UNSET else [])},
     )
     return ScheduleView(schedule=schedule, runs=_last_runs(schedule))
 
@@ -343,10 +372,24 @@ def _last_runs(schedule: Schedule) -> list[ScheduleRun]:
 
 
 def _plan(schedule: Schedule, *, after: datetime) -> None:
-    """Set the schedule's next due time after `after` and queue its task (in the caller's transaction)."""
+    """Set the schedule's next due time after `after` and queue its task (in the caller's transaction); a task still
+    waiting for the time it had is dropped (it would find that time no longer due)."""
+    _drop_waiting_task(schedule.task_id)
     schedule.next_run_at = next_due(cron=schedule.cron, time_zone=schedule.time_zone, after=after)
     schedule.task_id = _enqueue(schedule.id, schedule.next_run_at)
     Schedule.objects.filter(pk=schedule.pk).update(next_run_at=schedule.next_run_at, task_id=schedule.task_id)
+
+
+def _unplan(schedule: Schedule) -> None:
+    """No next time while paused."""
+    _drop_waiting_task(schedule.task_id)
+    schedule.next_run_at, schedule.task_id = None, ""
+    Schedule.objects.filter(pk=schedule.pk).update(next_run_at=None, task_id="")
+
+
+def _drop_waiting_task(task_id: str) -> None:
+    if task_id:
+        DBTaskResult.objects.filter(pk=task_id, status=TaskResultStatus.READY).delete()
 
 
 def _enqueue(schedule_id: uuid.UUID, due_at: datetime) -> str:
@@ -358,18 +401,30 @@ def _enqueue(schedule_id: uuid.UUID, due_at: datetime) -> str:
 
 def schedule_run_due(*, schedule_id: str, due_at: str, now: datetime | None = None) -> str:
     """Run one due time of a schedule (its task's body); returns what happened, for the task's result."""
-    from apps_registry.services.routes import route_run  # routes imports a good deal; keep this module light
-
     schedules_recover(now=now)
     now = now or timezone.now()
     due = datetime.fromisoformat(due_at)
+    peek = Schedule.objects.filter(pk=schedule_id).select_related("creator").first()
+    if peek is None:
+        return "gone"
+    if not peek.active or peek.next_run_at != due:
+        return "not due"  # run already (a task queued twice), paused, or planned anew by a change
+    # The app's budget, before the run's transaction, so its row is not held while the route runs (as route_run does).
+    try:
+        app_budget_take(actor=peek.creator, app_id=peek.app_id)
+        over_budget = None
+    except RateLimited as refused:
+        over_budget = refused
     with transaction.atomic():
         rows = Schedule.objects.select_for_update(of=("self",)).select_related("app", "creator")
         schedule = rows.filter(pk=schedule_id).first()
         if schedule is None:
             return "gone"
         if not schedule.active or schedule.next_run_at != due:
-            return "not due"  # run already (a task queued twice), paused, or planned anew by a change
+            return "not due"
+        if ScheduleRun.objects.filter(schedule=schedule, due_at=due).exists():  # planned again for a time it ran
+            _plan(schedule, after=max(now, due))
+            return "not due"
         run = ScheduleRun(schedule=schedule, due_at=due, ran_at=now)
         if now - due > timedelta(minutes=settings.CHARMING_SCHEDULE_CATCHUP_MINUTES):
             run.outcome = ScheduleRunOutcome.MISSED
@@ -380,37 +435,21 @@ def schedule_run_due(*, schedule_id: str, due_at: str, now: datetime | None = No
             run.save()
             _plan(schedule, after=now)
             return "missed"
-        lost_access = False
-        try:
-            with transaction.atomic():
-                result = route_run(
-                    actor=schedule.creator,
-                    app_id=schedule.app_id,
-                    op=schedule.route,
-                    params=schedule.params,
-                    kind="mutation",
-                    via=ChangeVia.SCHEDULE,
-                )
-            run.outcome, run.change_id = ScheduleRunOutcome.OK, result.change_id
-        except (NotFound, Forbidden) as refused:
-            lost_access = not _may_author(schedule)
-            run.outcome, run.error = ScheduleRunOutcome.FAILED, refused.message
-        except CharmingError as failed:
-            run.outcome, run.error = ScheduleRunOutcome.FAILED, failed.message
-        except Exception:  # a fault of ours: recorded as a failure, never a worker stuck on the same time
-            logger.exception("schedule %s: run at %s failed unexpectedly", schedule.id, due_at)
-            run.outcome, run.error = ScheduleRunOutcome.FAILED, "The run failed on the server; it was logged."
+        outcome = _run_route(schedule, run, over_budget=over_budget)
+        run.error = redact(run.error)
         run.save()
-        if run.outcome == ScheduleRunOutcome.OK:
-            schedule.failures = 0
+        if outcome == "ok":
             Schedule.objects.filter(pk=schedule.pk).update(failures=0)
             _plan(schedule, after=now)
             return "ok"
+        if outcome == "temporary":  # the app's budget spent, or its records migrating: not the schedule's fault
+            _plan(schedule, after=now)
+            return "failed"
         schedule.failures += 1
-        if lost_access:
+        if outcome == "lost access":
             reason = (
-                f"Paused: {schedule.creator.get_username()}, who created it and as whom it runs, can no longer change "
-                "this app. An owner or editor can create it again."
+                f"Paused: {schedule.creator.get_username()}, who set it up and as whom it runs, can no longer change "
+                "this app. An owner or editor can resume it, to run as them."
             )
         elif schedule.failures >= settings.CHARMING_SCHEDULE_PAUSE_AFTER:
             reason = f"Paused after {schedule.failures} failed runs in a row; the last: {clip(run.error, 200)}"
@@ -419,8 +458,9 @@ def schedule_run_due(*, schedule_id: str, due_at: str, now: datetime | None = No
             _plan(schedule, after=now)
             return "failed"
         Schedule.objects.filter(pk=schedule.pk).update(
-            failures=schedule.failures, active=False, paused_reason=reason[:300], next_run_at=None, task_id=""
+            failures=schedule.failures, active=False, paused_reason=reason[:300]
         )
+        _unplan(schedule)
         audit_record(
             actor=None,
             action="schedule.pause",
@@ -431,7 +471,52 @@ def schedule_run_due(*, schedule_id: str, due_at: str, now: datetime | None = No
         return "paused"
 
 
+def _run_route(schedule: Schedule, run: ScheduleRun, *, over_budget: RateLimited | None) -> str:
+    """Run the schedule's route as its creator, in the caller's transaction (a savepoint of it: a failure writes
+    nothing); fills in `run`. Returns ok, failed, temporary (a refusal that passes) or lost access."""
+    from apps_registry.services.record_migrations import migration_resume_if_stale
+    from apps_registry.services.routes import route_run  # routes imports a good deal; keep this module light
+
+    run.outcome = ScheduleRunOutcome.FAILED
+    if not _may_author(schedule):
+        run.error = f"{schedule.creator.get_username()} can no longer change this app; nothing was run."
+        return "lost access"
+    if over_budget is not None:
+        run.error = over_budget.message
+        return "temporary"
+    try:
+        with transaction.atomic():
+            result = route_run(
+                actor=schedule.creator,
+                app_id=schedule.app_id,
+                op=schedule.route,
+                params=schedule.params,
+                kind="mutation",
+                via=ChangeVia.SCHEDULE,
+                budget_taken=True,
+            )
+    except AppMigrating as refused:
+        run.error = refused.message
+        app_id = refused.app_id
+        transaction.on_commit(lambda: migration_resume_if_stale(app_id=app_id))  # its own work, after the run's
+        return "temporary"
+    except RateLimited as refused:  # the creator's share of the CEL workers, busy with their own calls
+        run.error = refused.message
+        return "temporary"
+    except CharmingError as failed:
+        run.error = failed.message
+        return "failed"
+    except Exception:  # a fault of ours: recorded as a failure, never a worker stuck on the same time
+        logger.exception("schedule %s: run at %s failed unexpectedly", schedule.id, run.due_at)
+        run.error = "The run failed on the server; it was logged."
+        return "failed"
+    run.outcome, run.change_id = ScheduleRunOutcome.OK, result.change_id
+    return "ok"
+
+
 def _may_author(schedule: Schedule) -> bool:
+    if not schedule.creator.is_active:  # a deactivated account acts no more
+        return False
     try:
         app_for(actor=schedule.creator, app_id=schedule.app_id, need="author")
     except CharmingError:
@@ -443,11 +528,12 @@ def _tell_owner(schedule: Schedule, reason: str) -> None:
     owner = schedule.app.owner
     if not owner.email:
         return
-    page = settings.CHARMING_PUBLIC_URL + reverse("app_page", args=[schedule.app_id])
+    page = settings.CHARMING_PUBLIC_URL + reverse("app_schedules", args=[schedule.app_id])
     body = (
         f"Your app '{schedule.app.name}' stopped running its schedule of route '{schedule.route}' "
         f"('{schedule.cron}', {schedule.time_zone}).\n\n{reason}\n\n"
-        f"Its runs are on the app's page: {page}\nResume it there, or ask your agent (update_schedule, active=true)."
+        f"Its runs are on the app's Schedules page: {page}\n"
+        "Resume it there, or ask your agent (update_schedule, active=true)."
     )
     try:
         send_mail(f"Charming: a schedule of '{schedule.app.name}' was paused", body, None, [owner.email])
@@ -473,7 +559,8 @@ def schedules_recover(*, now: datetime | None = None) -> int:
             continue
         with transaction.atomic():
             task = _enqueue(pk, due)
-            queued += Schedule.objects.filter(pk=pk, next_run_at=due).update(task_id=task)
+            # Only if no one planned the schedule anew or recovered it meanwhile; else the task finds it not due.
+            queued += Schedule.objects.filter(pk=pk, next_run_at=due, task_id=task_id).update(task_id=task)
     if queued:
         logger.warning("schedules: queued again the lost tasks of %d due schedule times", queued)
     return queued

@@ -63,7 +63,7 @@ def test_bad_json_params_show_the_form_again_with_what_to_fix(client, two_apps):
     )
     assert response.status_code == 400
     body = response.content.decode()
-    assert "The params are not JSON" in body and 'value="daily"' in body
+    assert "The values to send are not JSON" in body and 'value="daily"' in body
     assert not Schedule.objects.filter(app=mine).exists()
 
 

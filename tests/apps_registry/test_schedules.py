@@ -107,6 +107,11 @@ def test_a_schedule_is_saved_with_its_first_time_and_task(owner, app):
         ({"cron": "0 0 30 2 *"}, "$.cron", "not a valid cron expression"),
         ({"cron": "* * * * *"}, "$.cron", "at most every 5 minutes"),
         ({"time_zone": "Mars/Olympus"}, "$.timezone", "not an IANA time zone"),
+        ({"time_zone": "America"}, "$.timezone", "not an IANA time zone"),  # a directory of the zone database
+        ({"time_zone": "localtime"}, "$.timezone", "not an IANA time zone"),
+        ({"cron": "0 0 * * " + "1," * 70 + "1"}, "$.cron", "at most 120"),
+        ({"route": "ti\x00ck"}, "$.route", "NUL"),
+        ({"params": {"by": 1, "note": "a\x00b"}}, "$.params.note", "NUL"),
         ({"route": "count"}, "$.route", "is a query"),
         ({"route": "nope"}, "$.route", "mutation routes: broken, start, tick"),
         ({"params": {"by": 0}}, "$.params.by", "minimum"),
@@ -251,7 +256,7 @@ def test_a_creator_who_lost_access_stops_the_schedule_at_once(owner, app, django
         assert _run(schedule) == "paused"
     assert ticks(app) == 1  # the second run wrote nothing
     schedule.refresh_from_db()
-    assert not schedule.active and f"{editor.username}, who created it" in schedule.paused_reason
+    assert not schedule.active and f"{editor.username}, who set it up" in schedule.paused_reason
     assert len(mail.outbox) == 1 and "can no longer change this app" in mail.outbox[0].body
 
 
@@ -300,7 +305,7 @@ def _worker_env() -> dict[str, str]:
     else:
         password = f":{s['PASSWORD']}" if s["PASSWORD"] else ""
         url = f"postgres://{s['USER']}{password}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
-    return {**os.environ, "DATABASE_URL": url}
+    return {**os.environ, "DATABASE_URL": url, "CHARMING_SCHEDULE_SWEEP_SECONDS": "0.5"}
 
 
 def _workers(count: int) -> list:
@@ -362,9 +367,120 @@ def test_real_workers_run_a_due_time_once_and_a_restarted_worker_runs_a_lost_one
     workers = _workers(1)
     try:
         _wait_for(lambda: ScheduleRun.objects.filter(schedule=schedule, due_at=missed).exists(), workers, "ran it")
+        assert ticks(app) == 10
+
+        # While that worker runs: the next time's task is claimed by a worker killed just now (RUNNING, started 3
+        # minutes ago, past the 2 minutes a run may take). The running worker's sweep queues it again.
+        schedule.refresh_from_db()
+        lost = timezone.now().replace(microsecond=0) - timedelta(minutes=3)
+        Schedule.objects.filter(pk=schedule.pk).update(next_run_at=lost)
+        DBTaskResult.objects.filter(pk=schedule.task_id).update(status=TaskResultStatus.RUNNING, started_at=lost)
+        _wait_for(lambda: ScheduleRun.objects.filter(schedule=schedule, due_at=lost).exists(), workers, "swept it")
     finally:
         for worker in workers:
             worker.kill()
             worker.wait()
-    assert ticks(app) == 10
-    assert ScheduleRun.objects.filter(schedule=schedule).count() == 2
+    assert ticks(app) == 15
+    assert ScheduleRun.objects.filter(schedule=schedule).count() == 3
+
+
+def test_an_editor_who_changes_what_a_schedule_runs_runs_it_as_themselves(owner, app):
+    editor = UserFactory()
+    membership_set(actor=owner, app=app, user=editor, role="editor")
+    schedule = schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": 1}).schedule
+    schedule_update(actor=editor, schedule_id=schedule.id, active=False)  # a pause changes nothing it runs
+    schedule.refresh_from_db()
+    assert schedule.creator == owner
+    changed = schedule_update(actor=editor, schedule_id=schedule.id, params={"by": 7}, active=True).schedule
+    assert changed.creator == editor
+    assert _run(changed) == "ok"
+    run = ScheduleRun.objects.get(schedule=changed)
+    assert Change.objects.get(pk=run.change_id).actor == editor
+
+
+def test_a_schedule_whose_route_is_gone_can_still_be_paused(owner, app):
+    schedule = schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": 1}).schedule
+    without_tick = {**CHORES, "routes": {k: v for k, v in CHORES["routes"].items() if k != "tick"}}
+    app_definition_save(actor=owner, definition=without_tick, app_id=app.id, expected_version=1)
+    paused = schedule_update(actor=owner, schedule_id=schedule.id, active=False).schedule
+    assert not paused.active and paused.next_run_at is None
+    with pytest.raises(InvalidInput) as refused:  # resuming checks the route again
+        schedule_update(actor=owner, schedule_id=schedule.id, active=True)
+    assert "names no route of app 'Chores'" in refused.value.message
+
+
+def test_a_resumed_schedule_runs_as_the_person_resuming_it(owner, app, django_capture_on_commit_callbacks):
+    editor = UserFactory()
+    membership_set(actor=owner, app=app, user=editor, role="editor")
+    schedule = schedule_create(actor=editor, app_id=app.id, route="tick", cron="hourly", params={"by": 1}).schedule
+    membership_remove(actor=owner, app_id=app.id, username=editor.username)
+    Schedule.objects.filter(pk=schedule.pk).update(next_run_at=timezone.now().replace(microsecond=0))  # due now
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _run(schedule) == "paused"
+    resumed = schedule_update(actor=owner, schedule_id=schedule.id, active=True).schedule
+    assert resumed.creator == owner and _run(resumed) == "ok"
+    assert ticks(app) == 1
+
+
+def test_a_deactivated_creator_stops_the_schedule(owner, app):
+    schedule = schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": 1}).schedule
+    owner.is_active = False
+    owner.save(update_fields=["is_active"])
+    assert _run(schedule) == "paused"
+    assert ticks(app) == 0
+
+
+def test_a_spent_app_budget_fails_the_run_without_counting_towards_the_pause(owner, app, settings, monkeypatch):
+    from apps_registry.exceptions import RateLimited
+    from apps_registry.services import schedules
+
+    settings.CHARMING_SCHEDULE_PAUSE_AFTER = 1
+
+    def spent(**_kwargs):
+        raise RateLimited("This app had too many calls.", limit="app", retry_after_seconds=5, details={})
+
+    monkeypatch.setattr(schedules, "app_budget_take", spent)
+    schedule = schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": 1}).schedule
+    assert _run(schedule) == "failed"
+    schedule.refresh_from_db()
+    assert schedule.active and schedule.failures == 0
+    assert ScheduleRun.objects.get(schedule=schedule).error == "This app had too many calls."
+
+
+def test_a_runs_error_is_kept_without_secrets(owner, app):
+    leaky = {
+        **CHORES,
+        "routes": {
+            **CHORES["routes"],
+            "leak": {
+                "kind": "mutation",
+                "steps": [
+                    {"fail": {"when": "true", "message": "'password=hunter2hunter2 was refused'"}},
+                    {"return": "1"},
+                ],
+            },
+        },
+    }
+    app_definition_save(actor=owner, definition=leaky, app_id=app.id, expected_version=1)
+    schedule = schedule_create(actor=owner, app_id=app.id, route="leak", cron="hourly").schedule
+    assert _run(schedule) == "failed"
+    assert "hunter2" not in ScheduleRun.objects.get(schedule=schedule).error
+
+
+def test_deleting_an_app_deletes_its_schedules_and_their_waiting_tasks_do_nothing(owner, app):
+    from apps_registry.services.apps import app_delete
+
+    schedule = schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": 1}).schedule
+    app_delete(actor=owner, app_id=app.id, purge_storage=True, confirmed_via="command")
+    assert not Schedule.objects.exists()
+    assert schedule_run_due(schedule_id=str(schedule.id), due_at=schedule.next_run_at.isoformat()) == "gone"
+
+
+def test_a_time_planned_again_after_it_ran_is_not_run_twice(owner, app):
+    schedule = schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": 1}).schedule
+    due = schedule.next_run_at
+    assert _run(schedule) == "ok"
+    Schedule.objects.filter(pk=schedule.pk).update(next_run_at=due)  # e.g. resumed before its time came
+    assert schedule_run_due(schedule_id=str(schedule.id), due_at=due.isoformat(), now=due) == "not due"
+    schedule.refresh_from_db()
+    assert ticks(app) == 1 and schedule.next_run_at == due + timedelta(hours=1)
