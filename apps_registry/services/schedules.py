@@ -88,6 +88,16 @@ class ScheduleView:
     schedule: Schedule
     runs: list[ScheduleRun]
 
+    def next_runs(self, count: int = 3) -> list[datetime]:
+        """Its next due times in its own zone (none while paused): what a person checks the expression against."""
+        s = self.schedule
+        if s.next_run_at is None:
+            return []
+        zone = ZoneInfo(s.time_zone)
+        first = s.next_run_at.astimezone(zone)
+        times = CronSim(s.cron, first)
+        return [first] + [next(times) for _ in range(count - 1)]
+
     def as_dict(self) -> dict[str, Any]:
         s = self.schedule
         return {
@@ -101,6 +111,7 @@ class ScheduleView:
             "paused_reason": s.paused_reason or None,
             "failures": s.failures,
             "next_run_at": None if s.next_run_at is None else s.next_run_at.isoformat(),
+            "next_runs": [t.isoformat() for t in self.next_runs()],
             "created_by": s.creator.get_username(),
             "runs": [_run_dict(run) for run in self.runs],
         }
@@ -178,7 +189,8 @@ def _route_checked(*, app: App, route: Any, params: Any) -> Route:
     mutations = sorted(Route.objects.filter(app=app, kind=RouteKind.MUTATION).values_list("name", flat=True))
     listing = ", ".join(mutations) or "none"
     if found is None:
-        raise _invalid("$.route", f"names no route of app '{app.name}'; its mutation routes: {listing}")
+        shown = clip(route, 60) if isinstance(route, str) else type(route).__name__
+        raise _invalid("$.route", f"'{shown}' is not a route of app '{app.name}'; its mutation routes: {listing}")
     if found.kind != RouteKind.MUTATION:
         raise _invalid("$.route", f"'{found.name}' is a query; schedules run mutations. Its mutation routes: {listing}")
     limits = current_limits()
@@ -252,6 +264,19 @@ def _counts_check(app: App) -> None:
         )
 
 
+def _duplicate_refuse(*, app: App, route: str, cron: str, time_zone: str, params: Any, but: Any = None) -> None:
+    """Refuse a schedule that would run the same route at the same times with the same params as one the app has:
+    each run would be done twice."""
+    same = Schedule.objects.filter(app=app, route=route, cron=cron, time_zone=time_zone).exclude(pk=but)
+    twin = next((other for other in same if other.params == params), None)
+    if twin is not None:
+        raise OperationFailed(
+            f"App '{app.name}' already has this schedule (id {twin.id}): route '{route}' at '{cron}' ({time_zone}) "
+            "with the same params. Two would run it twice each time; change that one (update_schedule) instead.",
+            details={"schedule_id": str(twin.id)},
+        )
+
+
 @transaction.atomic
 def schedule_create(
     *, actor: Any, app_id: Any, route: Any, cron: Any, time_zone: Any = "UTC", params: Any = None
@@ -263,6 +288,7 @@ def schedule_create(
     zone_checked(time_zone)
     found = _route_checked(app=app, route=route, params=params)
     _counts_check(app)
+    _duplicate_refuse(app=app, route=found.name, cron=expression, time_zone=time_zone, params=params)
     schedule = Schedule.objects.create(
         app=app, route=found.name, cron=expression, time_zone=time_zone, params=params, creator=actor
     )
@@ -317,6 +343,15 @@ def schedule_update(
     if route is not _UNSET or params is not _UNSET or resuming:
         route_name = route if route is not _UNSET else schedule.route
         schedule.route = _route_checked(app=schedule.app, route=route_name, params=schedule.params).name
+    if changed:
+        _duplicate_refuse(
+            app=schedule.app,
+            route=schedule.route,
+            cron=schedule.cron,
+            time_zone=schedule.time_zone,
+            params=schedule.params,
+            but=schedule.pk,
+        )
     if changed or resuming:
         schedule.creator = actor
     if resuming:

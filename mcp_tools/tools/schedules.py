@@ -4,6 +4,7 @@ at set times (apps_registry/services/schedules.py)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from apps_registry.services.schedules import (
@@ -18,7 +19,11 @@ from mcp_tools.tools import ToolCall, ToolResult, db
 
 
 def _line(schedule: dict[str, Any]) -> str:
-    state = f"next run {schedule['next_run_at']}" if schedule["active"] else f"paused: {schedule['paused_reason']}"
+    if schedule["active"]:
+        runs = ", ".join(datetime.fromisoformat(t).strftime("%a %d %b %Y %H:%M") for t in schedule["next_runs"])
+        state = f"next runs, {schedule['timezone']} time: {runs}"
+    else:
+        state = f"paused: {schedule['paused_reason']}"
     last = schedule["runs"][0] if schedule["runs"] else None
     ran = "" if last is None else f"; last run {last['due_at']}: {last['outcome']}"
     if last is not None and "error" in last:
@@ -41,7 +46,11 @@ async def handle_list(call: ToolCall) -> ToolResult:
 
 def _saved(view: ScheduleView, did: str) -> ToolResult:
     value = view.as_dict()
-    return envelope_ok(value, text=f"Schedule {did}:\n{_line(value)}")
+    return envelope_ok(
+        value,
+        text=f"Schedule {did}:\n{_line(value)}\nCheck those times against what the person asked for (cron fields are "
+        "minute hour day-of-month month day-of-week).",
+    )
 
 
 async def handle_create(call: ToolCall) -> ToolResult:

@@ -113,7 +113,11 @@ def test_a_schedule_is_saved_with_its_first_time_and_task(owner, app):
         ({"route": "ti\x00ck"}, "$.route", "NUL"),
         ({"params": {"by": 1, "note": "a\x00b"}}, "$.params.note", "NUL"),
         ({"route": "count"}, "$.route", "is a query"),
-        ({"route": "nope"}, "$.route", "mutation routes: broken, start, tick"),
+        (
+            {"route": "nope"},
+            "$.route",
+            "'nope' is not a route of app 'Chores'; its mutation routes: broken, start, tick",
+        ),
         ({"params": {"by": 0}}, "$.params.by", "minimum"),
         ({"params": {}}, "$.params", '"by" is a required property'),
         ({"params": [1]}, "$.params", "must be of type object"),
@@ -145,10 +149,10 @@ def test_viewers_and_strangers_cannot_manage_schedules(owner, app):
 
 def test_an_app_has_at_most_its_share_of_schedules(owner, app, settings):
     settings.CHARMING_SCHEDULES_PER_APP = 2
-    for _ in range(2):
-        schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": 1})
+    for by in (1, 2):
+        schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": by})
     with pytest.raises(OperationFailed) as refused:
-        schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": 1})
+        schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": 3})
     assert refused.value.details["limit"] == "schedules_per_app"
     settings.CHARMING_SCHEDULES_PER_APP, settings.CHARMING_SCHEDULES_PER_OWNER = 10, 2
     second = app_definition_save(actor=owner, definition={**CHORES, "name": "Other"})
@@ -406,7 +410,7 @@ def test_a_schedule_whose_route_is_gone_can_still_be_paused(owner, app):
     assert not paused.active and paused.next_run_at is None
     with pytest.raises(InvalidInput) as refused:  # resuming checks the route again
         schedule_update(actor=owner, schedule_id=schedule.id, active=True)
-    assert "names no route of app 'Chores'" in refused.value.message
+    assert "route 'tick' is not a route of app 'Chores'" in refused.value.message
 
 
 def test_a_resumed_schedule_runs_as_the_person_resuming_it(owner, app, django_capture_on_commit_callbacks):
@@ -484,3 +488,30 @@ def test_a_time_planned_again_after_it_ran_is_not_run_twice(owner, app):
     assert schedule_run_due(schedule_id=str(schedule.id), due_at=due.isoformat(), now=due) == "not due"
     schedule.refresh_from_db()
     assert ticks(app) == 1 and schedule.next_run_at == due + timedelta(hours=1)
+
+
+def test_a_schedule_shows_its_next_times_in_its_own_zone(owner, app):
+    from zoneinfo import ZoneInfo
+
+    view = schedule_create(
+        actor=owner, app_id=app.id, route="tick", cron="0 7 * * 1", time_zone="Europe/London", params={"by": 1}
+    )
+    shown = view.as_dict()["next_runs"]
+    times = [datetime.fromisoformat(t) for t in shown]
+    assert len(times) == 3 and times[0] == view.schedule.next_run_at
+    assert all(t.utcoffset() == t.astimezone(ZoneInfo("Europe/London")).utcoffset() for t in times)
+    assert all((t.weekday(), t.hour, t.minute) == (0, 7, 0) for t in times)  # Mondays at 07:00, London time
+    assert [b - a for a, b in zip(times, times[1:], strict=False)] == [timedelta(days=7)] * 2
+    paused = schedule_update(actor=owner, schedule_id=view.schedule.id, active=False)
+    assert paused.as_dict()["next_runs"] == []
+
+
+def test_the_same_schedule_twice_is_refused(owner, app):
+    first = schedule_create(actor=owner, app_id=app.id, route="tick", cron="daily", params={"by": 1}).schedule
+    with pytest.raises(OperationFailed) as refused:
+        schedule_create(actor=owner, app_id=app.id, route="tick", cron="0 0 * * *", params={"by": 1})
+    assert f"already has this schedule (id {first.id})" in refused.value.message
+    other = schedule_create(actor=owner, app_id=app.id, route="tick", cron="daily", params={"by": 2}).schedule
+    with pytest.raises(OperationFailed):  # changed into a twin of the first
+        schedule_update(actor=owner, schedule_id=other.id, params={"by": 1})
+    assert Schedule.objects.get(pk=other.pk).params == {"by": 2}

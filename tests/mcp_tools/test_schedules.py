@@ -53,6 +53,7 @@ def test_an_agent_schedules_a_route_sees_its_runs_pauses_and_deletes_it(live, al
         True,
     )
     assert schedule["created_by"] == "alice" and schedule["runs"] == []
+    assert [t[10:] for t in schedule["next_runs"]] == ["T07:30:00+01:00"] * 3  # weekday mornings, Berlin winter time
     row = Schedule.objects.get(pk=schedule["id"])
     schedule_run_due(schedule_id=str(row.id), due_at=row.next_run_at.isoformat(), now=row.next_run_at)
 
