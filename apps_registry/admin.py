@@ -34,6 +34,8 @@ from apps_registry.models import (
     PurgeJob,
     Record,
     Route,
+    Schedule,
+    ScheduleRun,
     Storage,
 )
 from apps_registry.services.purge_jobs import purge_jobs_enqueue
@@ -630,3 +632,20 @@ class ConfirmedEmailAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class ScheduleRunInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = ScheduleRun
+    fields = ("due_at", "ran_at", "outcome", "error", "change_id")
+    ordering = ("-due_at",)
+    extra = 0
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Apps' schedules (services/schedules.py) with their runs; staff look, the app's owner and editors manage them."""
+
+    list_display = ("route", "app", "cron", "time_zone", "creator", "active", "failures", "next_run_at")
+    list_filter = ("active", "time_zone")
+    search_fields = ("=app__id", "app__name", "route", "creator__username")
+    inlines = [ScheduleRunInline]

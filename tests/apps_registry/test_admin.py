@@ -19,6 +19,8 @@ from apps_registry.models import (
     Invitation,
     PurgeJob,
     Record,
+    Schedule,
+    ScheduleRun,
     Storage,
 )
 from apps_registry.services.sharing import invitation_create
@@ -42,6 +44,10 @@ def populated(staff):
     change = Change.objects.create(app=advisory.app, actor_repr="owner", via="mcp", route="add", records=1)
     change.entries.create(position=0, app=advisory.app, collection="items", record_id="r1", before=None, after={"n": 1})
     invitation_create(actor=advisory.app.owner, app_id=advisory.app.id, invitee=UserFactory().username, role="viewer")
+    schedule = Schedule.objects.create(
+        app=advisory.app, route="add", cron="0 0 * * *", time_zone="UTC", creator=advisory.app.owner
+    )
+    ScheduleRun.objects.create(schedule=schedule, due_at=timezone.now(), outcome="failed", error="no such record")
     PurgeJob.objects.create(
         kind="app", target_id=advisory.app.id, target_label="Budget", requested_by=staff, requested_by_repr="staffer"
     )
