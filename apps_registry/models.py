@@ -643,7 +643,8 @@ class Schedule(models.Model):
     cron = models.CharField(max_length=120)  # five fields, as saved (a preset is saved as its expression)
     time_zone = models.CharField(max_length=64)  # an IANA name
     params = models.JSONField(default=dict, blank=True)
-    # Runs as this person: their access is checked at each run; a creator who lost it pauses the schedule.
+    # Runs as this person (who created it, or last changed what it runs or resumed it): their access is checked at each
+    # run; losing it pauses the schedule.
     creator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     active = models.BooleanField(default=True)
     paused_reason = models.CharField(max_length=300, blank=True)

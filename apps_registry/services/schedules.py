@@ -6,9 +6,10 @@ per-app and per-owner counts) and queues a task (django-tasks, run by `manage.py
 
 Exactly once per due time, with any number of workers: the task for a due time runs, in one transaction, the claim
 (the schedule's row locked; the time must still be its `next_run_at`), the route (as any call, through
-services.routes, as the schedule's creator), the run's record (`ScheduleRun`, unique per due time) and the task for
+services.routes, as the person it runs as), the run's record (`ScheduleRun`, unique per due time) and the task for
 the next due time. A worker killed anywhere in it leaves nothing: `next_run_at` is still that time, and
-`schedules_recover` (run by each schedule task, and by `db_worker` as it starts) queues its task again. A task
+`schedules_recover` (run by each schedule task, and by `db_worker` as it starts and from a sweep thread every
+CHARMING_SCHEDULE_SWEEP_SECONDS) queues its task again. A task
 queued twice for one time finds the time no longer due and does nothing.
 
 A time missed while no worker ran runs once when one comes back, if it is at most CHARMING_SCHEDULE_CATCHUP_MINUTES
@@ -16,9 +17,11 @@ old (else it is recorded as missed); the next due time is the first one after th
 runs a schedule over and over. Times follow the schedule's zone with cron's rules across daylight-saving changes
 (cronsim): a daily time in the skipped hour runs at the hour's end, one in the repeated hour runs once.
 
-A run that fails counts; CHARMING_SCHEDULE_PAUSE_AFTER consecutive failures pause the schedule, and a creator who can
-no longer change the app (left, was removed, became a viewer) pauses it at once; either way the app's owner gets an
-e-mail. Resuming (an owner or editor) clears the count and plans the next time from now.
+A run that fails counts (a refusal that passes, such as the app's rate limit spent, is recorded but not counted);
+CHARMING_SCHEDULE_PAUSE_AFTER consecutive failures pause the schedule, and a person it runs as who can no longer change
+the app (left, was removed, became a viewer, was deactivated) pauses it at once; either way the app's owner gets an
+e-mail. Whoever changes what it runs or resumes it (an owner or editor) is the person it runs as from then on;
+resuming clears the count and plans the next time from now.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import params_check
 from apps_registry.services.apps import audit_record
 from apps_registry.services.rate_limits import app_budget_take
+from apps_registry.services.record_migrations import migration_resume_if_stale
 from apps_registry.values import clip, parse_uuid
 
 logger = logging.getLogger(__name__)
@@ -509,7 +513,6 @@ def schedule_run_due(*, schedule_id: str, due_at: str, now: datetime | None = No
 def _run_route(schedule: Schedule, run: ScheduleRun, *, over_budget: RateLimited | None) -> str:
     """Run the schedule's route as its creator, in the caller's transaction (a savepoint of it: a failure writes
     nothing); fills in `run`. Returns ok, failed, temporary (a refusal that passes) or lost access."""
-    from apps_registry.services.record_migrations import migration_resume_if_stale
     from apps_registry.services.routes import route_run  # routes imports a good deal; keep this module light
 
     run.outcome = ScheduleRunOutcome.FAILED

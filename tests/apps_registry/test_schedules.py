@@ -268,6 +268,7 @@ def test_a_paused_or_deleted_schedule_does_not_run_its_queued_task(owner, app):
     schedule = schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": 1}).schedule
     due = schedule.next_run_at.isoformat()
     schedule_update(actor=owner, schedule_id=schedule.id, active=False)
+    assert not DBTaskResult.objects.filter(pk=schedule.task_id).exists()  # its waiting task was dropped
     assert schedule_run_due(schedule_id=str(schedule.id), due_at=due) == "not due"
     schedule_delete(actor=owner, schedule_id=schedule.id)
     assert schedule_run_due(schedule_id=str(schedule.id), due_at=due) == "gone"
