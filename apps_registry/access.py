@@ -22,6 +22,7 @@ from django.db.models import F, QuerySet
 
 from apps_registry.exceptions import (
     AccessDenied,
+    CharmingError,
     Forbidden,
     InsufficientScope,
     InvalidInput,
@@ -172,6 +173,34 @@ def app_for(*, actor: Any, app_id: uuid.UUID | str, need: Need, for_update: bool
     role: str = app.caller_role  # type: ignore[attr-defined]
     role_check(app=app, role=role, need=need)
     return app, role
+
+
+def manager_app_for(*, actor: Any, app_id: Any, what: str, for_update: bool = False) -> App:
+    """The app, if `actor` may manage its `what` (its schedules, its webhooks): the owner and editors, as for its
+    definition. NotFound as app_for; AccessDenied naming `what` for anyone else."""
+    app, role = app_for(actor=actor, app_id=app_id, need="read", for_update=for_update)
+    if role not in ALLOWED_ROLES["author"]:
+        raise AccessDenied(
+            f"Only the app's owner and editors can manage the {what} of app '{app.name}'; "
+            f"you are {_with_article(role)}.",
+            app_id=app.id,
+            app_name=app.name,
+            role=role,
+            need="author",
+        )
+    return app
+
+
+def still_authors(*, user: Any, app_id: Any) -> bool:
+    """Whether `user` (who set up a schedule or a webhook, which run as them) can still change the app: an active
+    account that is its owner or an editor."""
+    if not user.is_active:  # a deactivated account acts no more
+        return False
+    try:
+        app_for(actor=user, app_id=app_id, need="author")
+    except CharmingError:
+        return False
+    return True
 
 
 def shareable_role_check(role: object) -> str:

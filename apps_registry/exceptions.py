@@ -46,6 +46,12 @@ class InvalidInput(CharmingError):
     http_status = 400
 
 
+class BodyTooLarge(InvalidInput):
+    """A request body over its bound (a webhook delivery's), refused before it is read whole."""
+
+    http_status = 413
+
+
 class InvalidOutput(CharmingError):
     """The route broke its own output contract (its writes were rolled back)."""
 

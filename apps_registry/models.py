@@ -575,6 +575,7 @@ class ChangeVia(models.TextChoices):
     REST = "rest", "REST API"
     PAGE = "page", "App page"
     SCHEDULE = "schedule", "Schedule"
+    HOOK = "hook", "Webhook"
     INTERNAL = "internal", "Server"
 
 
@@ -686,3 +687,60 @@ class ScheduleRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.schedule_id} at {self.due_at:%Y-%m-%d %H:%M}: {self.outcome}"
+
+
+class Hook(models.Model):
+    """An inbound webhook (services/hooks.py): a mutation route run by signed POSTs to `/hooks/<id>/`, whose JSON body
+    is the route's params.
+
+    Its secret is never stored: it is derived from the server's secret key and `secret_nonce`, so a copy of the
+    database alone cannot sign deliveries. Rotating draws a new nonce and keeps the old one valid until
+    `previous_until` (the overlap in which a sender moves to the new secret)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)  # the URL's id: random, unguessable
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="hooks")
+    route = models.CharField(max_length=100)
+    description = models.CharField(max_length=200, blank=True)  # who sends to it, in the owner's words
+    # Runs as this person (who created it or last rotated its secret): their access is checked at each delivery.
+    creator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    secret_nonce = models.CharField(max_length=64)
+    previous_nonce = models.CharField(max_length=64, blank=True)
+    previous_until = models.DateTimeField(null=True, blank=True)
+    secret_hint = models.CharField(max_length=16)  # the secret's first characters, to tell secrets apart
+    created_at = models.DateTimeField(default=timezone.now)
+    rotated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["app", "created_at"]
+
+    def __str__(self) -> str:
+        return f"hook {self.id} of {self.route}"
+
+
+class HookDeliveryOutcome(models.TextChoices):
+    OK = "ok", "Ran"
+    FAILED = "failed", "Failed"
+
+
+class HookDelivery(models.Model):
+    """One signed delivery of a hook that passed its signature check, with what the route did. `message` (a digest
+    of the signed timestamp and body, whichever secret signed them) is unique per hook: the same signed request
+    sent twice is refused as a replay, even when both arrive at once."""
+
+    id = models.BigAutoField(primary_key=True)
+    hook = models.ForeignKey(Hook, on_delete=models.CASCADE, related_name="deliveries")
+    message = models.CharField(max_length=64)  # sha256 hex of "<t>." + body
+    signed_at = models.DateTimeField()  # the signature's t
+    received_at = models.DateTimeField(default=timezone.now)
+    outcome = models.CharField(max_length=8, choices=HookDeliveryOutcome.choices)
+    status = models.PositiveSmallIntegerField()  # the HTTP status answered
+    error = models.TextField(blank=True)  # the route's error message, as the sender read it (redacted)
+    change_id = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-received_at"]
+        constraints = [models.UniqueConstraint(fields=["hook", "message"], name="hook_delivery_once")]
+        indexes = [models.Index(fields=["hook", "-received_at"], name="hook_delivery_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.hook_id} at {self.received_at:%Y-%m-%d %H:%M}: {self.outcome}"

@@ -15,7 +15,7 @@ from typing import Literal
 
 from django.conf import settings
 
-LimitName = Literal["token", "app", "auth_failures", "signups", "confirmation_mails"]
+LimitName = Literal["token", "app", "auth_failures", "signups", "confirmation_mails", "hook"]
 Period = Literal["minute", "hour"]
 PERIOD_SECONDS: dict[str, float] = {"minute": 60.0, "hour": 3600.0}
 
@@ -54,7 +54,7 @@ RATE_LIMITS: tuple[RateLimit, ...] = (
         60,
         "CHARMING_RATE_AUTH_FAILURES_BURST",
         60,
-        "refused bearer tokens from one client address (an IPv6 address counts by its /64)",
+        "refused bearer tokens and webhook signatures from one client address (an IPv6 address counts by its /64)",
     ),
     RateLimit(
         "signups",
@@ -73,6 +73,15 @@ RATE_LIMITS: tuple[RateLimit, ...] = (
         3,
         "e-mail confirmation links one account may have sent again (the sign-up's own mail is not counted)",
         period="hour",
+    ),
+    RateLimit(
+        "hook",
+        "CHARMING_RATE_HOOK_PER_MINUTE",
+        120,
+        "CHARMING_RATE_HOOK_BURST",
+        30,
+        "signed deliveries to one webhook (a request refused before its signature checks out counts against its "
+        "address's refused tokens instead)",
     ),
 )
 RATE_LIMIT_SETTINGS: tuple[tuple[str, int], ...] = tuple(

@@ -20,6 +20,8 @@ REDACTED = "[REDACTED]"
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@'\"]*:)(?P<secret>[^\s@/'\"]+)(?=@)")
 # Charming's personal tokens: chm_<8 hex prefix>_<secret>. The prefix is public (shown in the admin) and stays.
 _CHARMING_TOKEN = re.compile(r"\b(?P<head>chm_[0-9a-f]{8}_)(?P<secret>[A-Za-z0-9_-]{8,})")
+# A webhook's signing secret: whsec_<secret> (services/hooks.py); the prefix stays.
+_HOOK_SECRET = re.compile(r"\b(?P<head>whsec_)(?P<secret>[A-Za-z0-9_-]{8,})")
 # Any bearer credential: "Bearer <token>" (an Authorization header quoted in a message); a "<placeholder>" stays.
 _BEARER = re.compile(r"(?P<head>\bBearer\s+)(?P<secret>(?!<)[^\s'\",;]+)", re.IGNORECASE)
 # key=value and "key": "value" (JSON, or a Python repr) for names that hold secrets (password, passwd, pwd, secret,
@@ -88,6 +90,7 @@ def redact(text: str) -> str:
         return text
     text = _URL_PASSWORD.sub(_keep_head, text)
     text = _CHARMING_TOKEN.sub(_keep_head, text)
+    text = _HOOK_SECRET.sub(_keep_head, text)
     text = _BEARER.sub(lambda m: m.group("head") + REDACTED if m.group("secret") != REDACTED else m.group(0), text)
     text = _QUOTED_KEY.sub(_keep_head, text)
     text = _ASSIGNED.sub(lambda m: m.group(0) if m.group("secret") == REDACTED else _keep_head(m), text)

@@ -26,6 +26,7 @@ from apps_registry.models import (
     ChangeEntry,
     ConfirmedEmail,
     Feedback,
+    HookDelivery,
     Invitation,
     InvitationStatus,
     Membership,
@@ -549,3 +550,8 @@ def changes_page_for(
 def changes_made_before(cutoff: datetime) -> int:
     """How many changes (of every app) were made before `cutoff`: what the history's purge would delete."""
     return Change.objects.filter(created_at__lt=cutoff).count()
+
+
+def hook_deliveries_before(cutoff: datetime) -> int:
+    """How many webhook deliveries were received before `cutoff`: what the same purge would delete."""
+    return HookDelivery.objects.filter(received_at__lt=cutoff).count()

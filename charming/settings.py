@@ -317,6 +317,17 @@ CHARMING_SCHEDULE_CATCHUP_MINUTES = env.int("CHARMING_SCHEDULE_CATCHUP_MINUTES",
 # Seconds between a task worker's sweeps for schedules whose task was lost (queued again; a run is never doubled).
 CHARMING_SCHEDULE_SWEEP_SECONDS = env.float("CHARMING_SCHEDULE_SWEEP_SECONDS", default=60.0)
 
+# --- Webhooks in (apps_registry/services/hooks.py; POST /hooks/<id>/) ---
+# Webhooks one app may have, and all the apps of one owner together.
+CHARMING_HOOKS_PER_APP = env.int("CHARMING_HOOKS_PER_APP", default=10)
+CHARMING_HOOKS_PER_OWNER = env.int("CHARMING_HOOKS_PER_OWNER", default=50)
+# Seconds a delivery's signed timestamp may be from the server's clock, either way (older or newer is refused).
+CHARMING_HOOK_TOLERANCE_SECONDS = env.int("CHARMING_HOOK_TOLERANCE_SECONDS", default=300)
+# The largest body a delivery may carry, in bytes (413 beyond it, before it is read whole).
+CHARMING_HOOK_BODY_BYTES = env.int("CHARMING_HOOK_BODY_BYTES", default=65536)
+# Minutes a rotated secret still signs deliveries, unless the rotation says otherwise (keep_old_minutes).
+CHARMING_HOOK_ROTATION_OVERLAP_MINUTES = env.int("CHARMING_HOOK_ROTATION_OVERLAP_MINUTES", default=60)
+
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from
 # DJANGO_SECRET_KEY. Every worker behind one URL must share it.

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from apps_registry.api.hooks import HookDeliveryView
 from apps_registry.oauth import urls as oauth_urls
 from mcp_tools.views import protected_resource_metadata
 
@@ -16,6 +17,8 @@ admin.site.index_title = "Apps, advisories and feedback"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("apps_registry.api.urls")),
+    # Webhooks in: signed deliveries, no token (apps_registry/api/hooks.py).
+    path("hooks/<str:hook_id>/", HookDeliveryView.as_view(), name="hook_deliver"),
     # RFC 9728 metadata for the MCP endpoint, at the root and at the /mcp-suffixed location.
     path(".well-known/oauth-protected-resource", protected_resource_metadata, name="oauth-protected-resource"),
     path(".well-known/oauth-protected-resource/mcp", protected_resource_metadata, name="oauth-protected-resource-mcp"),

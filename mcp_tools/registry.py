@@ -14,6 +14,7 @@ from mcp_tools.tools import (
     changes,
     delete_app,
     get_app,
+    hooks,
     list_apps,
     open_app,
     run_route,
@@ -68,6 +69,10 @@ TOOLS: tuple[McpTool, ...] = (
     _tool("create_schedule", schedules.handle_create, need="author"),
     _tool("update_schedule", schedules.handle_update, need="author"),
     _tool("delete_schedule", schedules.handle_delete, need="author"),
+    _tool("list_hooks", hooks.handle_list, need="author"),
+    _tool("create_hook", hooks.handle_create, need="author"),
+    _tool("rotate_hook_secret", hooks.handle_rotate, need="author"),
+    _tool("delete_hook", hooks.handle_delete, need="author"),
 )
 _BY_NAME = {tool.name: tool for tool in TOOLS}
 

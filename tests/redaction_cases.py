@@ -7,6 +7,7 @@ SECRETS = [
     ("connection-string", "postgres://app:hunter2pass@db.internal:5432/x", "hunter2pass"),
     ("charming-token", "chm_0a1b2c3d_Qw3rTy7UiOp9AsDf2GhJk", "Qw3rTy7UiOp9AsDf2GhJk"),
     ("bearer", "Bearer abcdefghijklmnop", "abcdefghijklmnop"),
+    ("hook-secret", "whsec_abcdefghijklmnopqrstu", "abcdefghijklmnopqrstu"),
     ("password", "password=hunter2pass", "hunter2pass"),
     ("secret", "secret=s3kr1t-value", "s3kr1t-value"),
     ("api-key", "api_key=AKIAZZZ99", "AKIAZZZ99"),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from apps_registry.api import apps, changes, definitions, feedback, runs, sharing
+from apps_registry.api import apps, changes, definitions, feedback, hooks, runs, sharing
 
 app_name = "api"
 
@@ -14,6 +14,9 @@ urlpatterns = [
     path("apps/<str:app_id>/run/<str:op>/", runs.RouteRunView.as_view(), name="app-run"),
     path("apps/<str:app_id>/changes/", changes.AppChangesView.as_view(), name="app-changes"),
     path("changes/<str:change_id>/revert/", changes.ChangeRevertView.as_view(), name="change-revert"),
+    path("apps/<str:app_id>/hooks/", hooks.AppHooksView.as_view(), name="app-hooks"),
+    path("apps/<str:app_id>/hooks/<str:hook_id>/", hooks.AppHookView.as_view(), name="app-hook"),
+    path("apps/<str:app_id>/hooks/<str:hook_id>/rotate/", hooks.AppHookRotateView.as_view(), name="app-hook-rotate"),
     path("apps/<str:app_id>/members/", sharing.AppMembersView.as_view(), name="app-members"),
     path("apps/<str:app_id>/members/<str:username>/", sharing.AppMemberView.as_view(), name="app-member"),
     path("apps/<str:app_id>/invitations/", sharing.AppInvitationsView.as_view(), name="app-invitations"),

@@ -45,9 +45,8 @@ from django.utils import timezone
 from django_tasks_db.compat import TaskResultStatus
 from django_tasks_db.models import DBTaskResult
 
-from apps_registry.access import ALLOWED_ROLES, app_for
+from apps_registry.access import app_for, manager_app_for, still_authors
 from apps_registry.exceptions import (
-    AccessDenied,
     AppMigrating,
     CharmingError,
     InvalidInput,
@@ -236,16 +235,7 @@ def _schedule_for(*, actor: Any, schedule_id: Any, app_id: Any = None, for_updat
 
 def schedule_app_for(*, actor: Any, app_id: Any, for_update: bool = False) -> App:
     """The app, if `actor` may manage its schedules (the owner and editors, as for its definition)."""
-    app, role = app_for(actor=actor, app_id=app_id, need="read", for_update=for_update)
-    if role not in ALLOWED_ROLES["author"]:
-        raise AccessDenied(
-            f"Only the app's owner and editors can manage the schedules of app '{app.name}'; you are a {role}.",
-            app_id=app.id,
-            app_name=app.name,
-            role=role,
-            need="author",
-        )
-    return app
+    return manager_app_for(actor=actor, app_id=app_id, what="schedules", for_update=for_update)
 
 
 def _counts_check(app: App) -> None:
@@ -516,7 +506,7 @@ def _run_route(schedule: Schedule, run: ScheduleRun, *, over_budget: RateLimited
     from apps_registry.services.routes import route_run  # routes imports a good deal; keep this module light
 
     run.outcome = ScheduleRunOutcome.FAILED
-    if not _may_author(schedule):
+    if not still_authors(user=schedule.creator, app_id=schedule.app_id):
         run.error = f"{schedule.creator.get_username()} can no longer change this app; nothing was run."
         return "lost access"
     if over_budget is not None:
@@ -550,16 +540,6 @@ def _run_route(schedule: Schedule, run: ScheduleRun, *, over_budget: RateLimited
         return "failed"
     run.outcome, run.change_id = ScheduleRunOutcome.OK, result.change_id
     return "ok"
-
-
-def _may_author(schedule: Schedule) -> bool:
-    if not schedule.creator.is_active:  # a deactivated account acts no more
-        return False
-    try:
-        app_for(actor=schedule.creator, app_id=schedule.app_id, need="author")
-    except CharmingError:
-        return False
-    return True
 
 
 def _tell_owner(schedule: Schedule, reason: str) -> None:

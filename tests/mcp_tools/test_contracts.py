@@ -129,6 +129,10 @@ def test_each_tool_is_one_record_and_only_delete_app_answers_without_the_envelop
         "create_schedule",
         "update_schedule",
         "delete_schedule",
+        "list_hooks",
+        "create_hook",
+        "rotate_hook_secret",
+        "delete_hook",
     ]
     assert all(tool.contract["name"] == tool.name for tool in TOOLS)
     assert [tool.name for tool in TOOLS if not tool.answers_envelope] == ["delete_app"]
@@ -145,6 +149,10 @@ def test_each_tool_is_one_record_and_only_delete_app_answers_without_the_envelop
         ("create_schedule", False, False, False),  # calling twice makes two schedules
         ("update_schedule", False, False, True),  # the same fields again leave the same schedule
         ("delete_schedule", False, True, True),  # its record of runs goes with it
+        ("list_hooks", True, False, True),
+        ("create_hook", False, False, False),  # calling twice makes two hooks, each with its secret
+        ("rotate_hook_secret", False, False, False),  # each call makes a new secret
+        ("delete_hook", False, True, True),  # its URL stops working, its deliveries' record goes
     ],
 )
 def test_authoring_tools_are_annotated_for_what_they_do(name, read_only, destructive, idempotent):

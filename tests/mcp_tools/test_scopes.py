@@ -35,6 +35,10 @@ EXPECTED_SCOPES = {
     "create_schedule": "apps:write",
     "update_schedule": "apps:write",
     "delete_schedule": "apps:write",
+    "list_hooks": "apps:write",
+    "create_hook": "apps:write",
+    "rotate_hook_secret": "apps:write",
+    "delete_hook": "apps:write",
 }
 TOKEN_SCOPES = [
     pytest.param(("apps:read",), id="read"),
@@ -77,6 +81,10 @@ def arguments_for(name: str, app_id: str) -> dict:
         "create_schedule": {"app_id": app_id, "route": "add", "cron": "daily"},
         "update_schedule": {"schedule_id": app_id, "active": False},
         "delete_schedule": {"schedule_id": app_id},
+        "list_hooks": {"app_id": app_id},
+        "create_hook": {"app_id": app_id, "route": "add"},
+        "rotate_hook_secret": {"hook_id": app_id},
+        "delete_hook": {"hook_id": app_id},
     }[name]
 
 

@@ -22,8 +22,9 @@ from apps_registry.management.commands._ops import (
     interrupted,
     positive_batch_size,
 )
-from apps_registry.selectors import changes_made_before, retained_storage, storage_usage
+from apps_registry.selectors import changes_made_before, hook_deliveries_before, retained_storage, storage_usage
 from apps_registry.services.changes import change_cutoff, change_retention_days, changes_purge
+from apps_registry.services.hooks import hook_deliveries_purge
 from apps_registry.services.retention import (
     DEFAULT_BATCH_SIZE,
     retained_storage_purge,
@@ -39,7 +40,8 @@ class Command(OpsCommand):
         "CHARMING_STORAGE_RETENTION_DAYS (or --older-than DAYS), or the retained storage of one deleted app "
         "(--app-id). Records go in batches, each its own transaction; an interrupted run resumes when re-run. "
         "Writes one audit event 'storage.purge' per purged storage. Without --app-id, also deletes the change history "
-        "(record history and undo) older than CHARMING_CHANGE_RETENTION_DAYS. " + EXIT_CODES_HELP
+        "(record history and undo) and the webhook deliveries older than CHARMING_CHANGE_RETENTION_DAYS. "
+        + EXIT_CODES_HELP
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -140,10 +142,13 @@ class Command(OpsCommand):
         days = change_retention_days()
         cutoff = change_cutoff(days=days)
         scope = f"Change history older than {days} days (before {cutoff:%Y-%m-%d %H:%M} UTC):"
+        deliveries = "Webhook deliveries received before then (the record each hook's listing shows):"
         if dry_run:
             self.stdout.write(f"{scope} {changes_made_before(cutoff)} changes would be deleted.")
+            self.stdout.write(f"{deliveries} {hook_deliveries_before(cutoff)} would be deleted.")
             return
         self.stdout.write(f"{scope} {changes_purge(older_than=cutoff)} changes deleted.")
+        self.stdout.write(f"{deliveries} {hook_deliveries_purge(before=cutoff)} deleted.")
 
 
 def _app_uuid(value: str) -> uuid.UUID:
