@@ -435,6 +435,7 @@ def app_page_render(
         "app": app,
         "role": role,
         "is_owner": role_allows(role, "own"),
+        "can_author": role_allows(role, "author"),
         "can_mutate": can_mutate,
         "queries": queries,
         "mutations": mutations,

@@ -28,6 +28,7 @@ VIA_WORDS = {
     "rest": "the API",
     "page": "this page",
     "schedule": "a schedule",
+    "hook": "a webhook",
     "internal": "the server",
 }
 ACTION_WORDS = {"restored": "put back", "recreated": "brought back", "deleted": "removed again"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from apps_registry.pages import app_views, history_views, live, schedule_views, sharing_views, views
+from apps_registry.pages import app_views, history_views, hook_views, live, schedule_views, sharing_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -83,6 +83,10 @@ urlpatterns = [
         schedule_views.schedule_change_submit,
         name="app_schedule_change",
     ),
+    # --- Webhooks (apps_registry/pages/hook_views.py) ---
+    path("apps/<uuid:app_id>/hooks/", hook_views.hooks_page, name="app_hooks"),
+    path("apps/<uuid:app_id>/hooks/new/", hook_views.hook_create_submit, name="app_hook_create"),
+    path("apps/<uuid:app_id>/hooks/<uuid:hook_id>/", hook_views.hook_change_submit, name="app_hook_change"),
     # --- Sharing (apps_registry/pages/sharing_views.py) ---
     path("apps/<uuid:app_id>/members/invite/", sharing_views.member_invite, name="app_member_invite"),
     path("apps/<uuid:app_id>/members/<str:username>/role/", sharing_views.member_role_change, name="app_member_role"),

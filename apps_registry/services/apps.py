@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from apps_registry.access import app_for
 from apps_registry.exceptions import ConfirmationRequired
-from apps_registry.models import App, AuditEvent, Membership, Role, Schedule, Storage
+from apps_registry.models import App, AuditEvent, Hook, Membership, Role, Schedule, Storage
 from apps_registry.services.collection_indexes import collection_indexes_enqueue, declared_index_keys
 
 
@@ -79,9 +79,11 @@ def app_delete(
             f"The confirmation was given for another app that had the id {app.id}; app '{app.name}' is not the one "
             "the user confirmed deleting. Nothing was deleted; call delete_app again to ask about this app."
         )
-    # Its schedules first: a schedule's run holds the schedule's row, then takes the storage's (KEY SHARE); taking the
-    # storage's first and the schedules' by the cascade below would be the opposite order, a deadlock.
+    # Its schedules and webhooks first: a schedule's run holds the schedule's row, and a delivery its hook's (KEY SHARE,
+    # inserting the delivery), then each takes the storage's (KEY SHARE); taking the storage's first and theirs by the
+    # cascade below would be the opposite order, a deadlock. A delivery arriving after this finds no hook (404).
     Schedule.objects.filter(app=app).delete()
+    Hook.objects.filter(app=app).delete()
     storage = Storage.objects.select_for_update().filter(app=app).first()
     records_purged = 0
     retained_until = None

@@ -106,3 +106,10 @@ def test_a_bad_change_id_is_said_on_the_page_and_nothing_happens(user, app):
     response = browser_of(user).post(f"/apps/{app.id}/changes/nope/revert/", follow=True)
     assert "positive whole number" in response.content.decode()
     assert "t1" in records(app, "tasks")
+
+
+def test_every_way_a_change_is_made_has_words_on_the_activity_page():
+    from apps_registry.models import ChangeVia
+    from apps_registry.pages.history_views import VIA_WORDS
+
+    assert set(VIA_WORDS) == set(ChangeVia.values)
