@@ -29,6 +29,8 @@ from apps_registry.models import (
     ConfirmedEmail,
     Feedback,
     FeedbackResponse,
+    Hook,
+    HookDelivery,
     Invitation,
     Membership,
     PurgeJob,
@@ -587,13 +589,39 @@ class ApiTokenAdmin(admin.ModelAdmin):
         self.message_user(request, f"Revoked {queryset.count()} token(s).", messages.SUCCESS)
 
 
+class AuditAreaFilter(admin.SimpleListFilter):
+    """The kind of act: each area is a set of the actions' prefixes (`membership.invite` is sharing)."""
+
+    title = "area"
+    parameter_name = "area"
+    AREAS: dict[str, tuple[str, tuple[str, ...]]] = {
+        "sharing": ("Sharing", ("membership.",)),
+        "tokens": ("Tokens and OAuth grants", ("token.", "oauth.")),
+        "deletions": ("Deletions, purges and restores", ("app.", "storage.", "account.", "purge", "restore")),
+        "schedules": ("Schedules", ("schedule.",)),
+        "hooks": ("Webhooks", ("hook.",)),
+    }
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(key, title) for key, (title, _prefixes) in self.AREAS.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
+        area = self.AREAS.get(self.value() or "")
+        if area is None:
+            return queryset
+        match = Q()
+        for prefix in area[1]:
+            match |= Q(action__startswith=prefix)
+        return queryset.filter(match)
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """The audit trail of access-changing acts (sharing, tokens, OAuth disconnections, deletions, purges); its
-    details name tokens by their public prefix only, never a secret."""
+    """The audit trail of access-changing acts (sharing, tokens, OAuth disconnections, deletions, purges, schedules,
+    webhooks); its details name tokens and webhook secrets by their public first characters only, never a secret."""
 
     list_display = ("created_at", "actor_repr", "action", "app_id")
-    list_filter = ("action", "created_at")
+    list_filter = (AuditAreaFilter, "action", "created_at")
     search_fields = ("actor_repr", "=app_id", "action")
     date_hierarchy = "created_at"
 
@@ -649,3 +677,23 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ("active", "time_zone")
     search_fields = ("=app__id", "app__name", "route", "creator__username")
     inlines = [ScheduleRunInline]
+
+
+class HookDeliveryInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = HookDelivery
+    fields = ("received_at", "signed_at", "outcome", "status", "error", "change_id")
+    ordering = ("-received_at",)
+    extra = 0
+    max_num = 0
+
+
+@admin.register(Hook)
+class HookAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Apps' webhooks (services/hooks.py) with their deliveries; staff look, the app's owner and editors manage them.
+    The nonces its secret is derived from are not shown: with the server's key they would give the secret."""
+
+    list_display = ("route", "app", "description", "creator", "secret_hint", "created_at", "rotated_at")
+    search_fields = ("=id", "=app__id", "app__name", "route", "creator__username")
+    fields = ("id", "app", "route", "description", "creator", "secret_hint", "created_at", "rotated_at")
+    readonly_fields = fields
+    inlines = [HookDeliveryInline]

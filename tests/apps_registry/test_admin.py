@@ -16,6 +16,8 @@ from apps_registry.models import (
     Change,
     Feedback,
     FeedbackResponse,
+    Hook,
+    HookDelivery,
     Invitation,
     PurgeJob,
     Record,
@@ -48,6 +50,14 @@ def populated(staff):
         app=advisory.app, route="add", cron="0 0 * * *", time_zone="UTC", creator=advisory.app.owner
     )
     ScheduleRun.objects.create(schedule=schedule, due_at=timezone.now(), outcome="failed", error="no such record")
+    hook = Hook.objects.create(
+        app=advisory.app,
+        route="add",
+        creator=advisory.app.owner,
+        secret_nonce="nonce-never-shown",
+        secret_hint="whsec_Ab",
+    )
+    HookDelivery.objects.create(hook=hook, message="0" * 64, signed_at=timezone.now(), outcome="ok", status=200)
     PurgeJob.objects.create(
         kind="app", target_id=advisory.app.id, target_label="Budget", requested_by=staff, requested_by_repr="staffer"
     )
@@ -415,3 +425,28 @@ def test_the_app_page_shows_members_and_invitations_read_only(client, staff, use
     assert invitation.status == "pending"
     listing = client.get(admin_url(Invitation, "changelist"), {"status__exact": "pending"})
     assert list(listing.context["cl"].result_list) == [invitation]
+
+
+def test_a_hooks_admin_page_never_shows_what_its_secret_is_derived_from(client, staff, populated):
+    client.force_login(staff)
+    hook = Hook.objects.get()
+
+    page = client.get(admin_url(Hook, "change", hook.pk)).content.decode()
+
+    assert "whsec_Ab" in page and "nonce-never-shown" not in page
+    assert client.post(admin_url(Hook, "delete", hook.pk), {"post": "yes"}).status_code == 403
+
+
+def test_the_audit_trail_filters_by_area(client, staff):
+    for action in ("membership.invite", "token.create", "oauth.disconnect", "hook.rotate", "schedule.pause"):
+        AuditEvent.objects.create(actor=None, actor_repr="system", action=action, details={})
+    client.force_login(staff)
+
+    def shown(area: str) -> list[str]:
+        page = client.get(admin_url(AuditEvent, "changelist"), {"area": area})
+        return sorted(event.action for event in page.context["cl"].result_list)
+
+    assert shown("tokens") == ["oauth.disconnect", "token.create"]
+    assert shown("hooks") == ["hook.rotate"]
+    assert shown("sharing") == ["membership.invite"]
+    assert shown("schedules") == ["schedule.pause"]

@@ -171,3 +171,25 @@ def test_the_guides_schedule_example_calls_the_tools_as_their_contracts_take_the
     for preset in ("hourly", "daily", "weekly", "monthly"):
         assert f"`{preset}`" in text
         cron_checked(preset)
+
+
+def test_the_guides_webhook_example_calls_the_tools_as_their_contracts_take_them():
+    from jsonschema import Draft202012Validator
+
+    from mcp_tools.registry import TOOLS
+
+    section = re.search(r"## Letting something outside feed an app: webhooks\n(.*?)\n## ", guide_text(), re.S)
+    assert section is not None
+    text = section.group(1)
+    contracts = {tool.name: tool.contract for tool in TOOLS}
+    app_id = "16e11369-d40c-40c3-af10-adf5e28fe88b"
+    calls = {
+        "create_hook": {"app_id": app_id, "route": "add_expense", "description": "bank export"},
+        "list_hooks": {"app_id": app_id},
+        "rotate_hook_secret": {"hook_id": app_id, "keep_old_minutes": 60},
+        "delete_hook": {"hook_id": app_id},
+    }
+    for name, arguments in calls.items():
+        assert f"`{name} {{" in text, name
+        assert list(Draft202012Validator(contracts[name]["inputSchema"]).iter_errors(arguments)) == [], name
+    assert "Charming-Signature: t=<unix seconds>,v1=<hex" in text and "not shown again" in text
