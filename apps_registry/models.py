@@ -62,6 +62,8 @@ class Membership(models.Model):
     app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The member turned the app's notices off (its page's toggle): its notify steps skip them.
+    notices_muted = models.BooleanField(default=False)
 
     class Meta:
         constraints = [
@@ -744,3 +746,41 @@ class HookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hook_id} at {self.received_at:%Y-%m-%d %H:%M}: {self.outcome}"
+
+
+class Notice(models.Model):
+    """What a notify step sent (services/notices.py): a subject and a text for the app's members in some roles,
+    written in the mutation's transaction; each recipient's copy is a `NoticeReceipt`."""
+
+    id = models.BigAutoField(primary_key=True)
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="notices")
+    subject = models.CharField(max_length=150)
+    text = models.TextField()
+    roles = models.CharField(max_length=40)  # the step's `to`, comma-separated ("owner,editors")
+    route = models.CharField(max_length=100, blank=True)  # empty for the server's own notices (a limit reached)
+    via = models.CharField(max_length=16, choices=ChangeVia.choices)
+    change_id = models.BigIntegerField(null=True, blank=True)  # what the mutation that sent it wrote
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["app", "created_at"], name="notice_app_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.app_id}: {self.subject}"
+
+
+class NoticeReceipt(models.Model):
+    """One member's copy of a notice: unread on their home page until they mark it read."""
+
+    id = models.BigAutoField(primary_key=True)
+    notice = models.ForeignKey(Notice, on_delete=models.CASCADE, related_name="receipts")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notice_receipts")
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["notice", "user"], name="notice_receipt_once")]
+        indexes = [models.Index(fields=["user", "read_at"], name="notice_receipt_unread")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: notice {self.notice_id}"

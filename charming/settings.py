@@ -328,6 +328,10 @@ CHARMING_HOOK_BODY_BYTES = env.int("CHARMING_HOOK_BODY_BYTES", default=65536)
 # Minutes a rotated secret still signs deliveries, unless the rotation says otherwise (keep_old_minutes).
 CHARMING_HOOK_ROTATION_OVERLAP_MINUTES = env.int("CHARMING_HOOK_ROTATION_OVERLAP_MINUTES", default=60)
 
+# --- Notices (apps_registry/services/notices.py): what notify steps send to an app's members ---
+# Notices one app may send in any 24 hours; past it, its notify steps are skipped (its owner is told once).
+CHARMING_NOTICES_PER_APP_PER_DAY = env.int("CHARMING_NOTICES_PER_APP_PER_DAY", default=50)
+
 # --- MCP endpoint (/mcp, mcp_tools) ---
 # Secret (>= 32 bytes) sealing delete_app's confirmation state (protocol 2026-07-28). Empty: derived from
 # DJANGO_SECRET_KEY. Every worker behind one URL must share it.

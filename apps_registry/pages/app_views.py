@@ -61,6 +61,7 @@ from apps_registry.selectors import (
 )
 from apps_registry.services.apps import app_delete, app_delete_check
 from apps_registry.services.feedback import feedback_send
+from apps_registry.services.notices import notices_muted
 from apps_registry.services.routes import route_run
 
 # The result of the last successful mutation, shown once, next to the form or the row it came from.
@@ -436,6 +437,7 @@ def app_page_render(
         "role": role,
         "is_owner": role_allows(role, "own"),
         "can_author": role_allows(role, "author"),
+        "notices_muted": notices_muted(user=request.user, app_id=app.id),
         "can_mutate": can_mutate,
         "queries": queries,
         "mutations": mutations,

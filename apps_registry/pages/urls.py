@@ -5,7 +5,16 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
-from apps_registry.pages import app_views, history_views, hook_views, live, schedule_views, sharing_views, views
+from apps_registry.pages import (
+    app_views,
+    history_views,
+    hook_views,
+    live,
+    notice_views,
+    schedule_views,
+    sharing_views,
+    views,
+)
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -87,6 +96,10 @@ urlpatterns = [
     path("apps/<uuid:app_id>/hooks/", hook_views.hooks_page, name="app_hooks"),
     path("apps/<uuid:app_id>/hooks/new/", hook_views.hook_create_submit, name="app_hook_create"),
     path("apps/<uuid:app_id>/hooks/<uuid:hook_id>/", hook_views.hook_change_submit, name="app_hook_change"),
+    # --- Notices (apps_registry/pages/notice_views.py): read on the home page, turned off per app ---
+    path("notices/read/", notice_views.notices_read_all_submit, name="notices_read_all"),
+    path("notices/<int:receipt_id>/read/", notice_views.notice_read_submit, name="notice_read"),
+    path("apps/<uuid:app_id>/notices/", notice_views.notices_mute_submit, name="app_notices_mute"),
     # --- Sharing (apps_registry/pages/sharing_views.py) ---
     path("apps/<uuid:app_id>/members/invite/", sharing_views.member_invite, name="app_member_invite"),
     path("apps/<uuid:app_id>/members/<str:username>/role/", sharing_views.member_role_change, name="app_member_role"),

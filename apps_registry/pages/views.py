@@ -22,6 +22,7 @@ from apps_registry.exceptions import CharmingError, Forbidden, InvalidInput, Not
 from apps_registry.oauth.policy import app_mcp_url
 from apps_registry.pages.connect import host_advice, host_configs, mcp_url, public_https_problem
 from apps_registry.pages.forms import AccountDeleteForm, EmailChangeForm, SignUpForm, TokenCreateForm
+from apps_registry.pages.history_views import VIA_WORDS
 from apps_registry.selectors import (
     app_activity_for,
     app_listings_for,
@@ -36,6 +37,7 @@ from apps_registry.services.email_confirmation import (
     email_confirmation_read,
     email_confirmation_send,
 )
+from apps_registry.services.notices import notices_unread_for
 from apps_registry.services.tokens import token_create, token_revoke_own
 
 # Session key holding a just-created token's secret until the result page shows it (once).
@@ -58,12 +60,15 @@ def home_page(request: HttpRequest, *, invitations_error: str = "", status: int 
     listings = app_listings_for(request.user)
     activity = app_activity_for(request.user)
     rows = [(listing, activity.get(listing.id)) for listing in listings]
+    unread = notices_unread_for(request.user)
     context = {
         "listings": listings,
         "rows": rows,
         "mcp_url": mcp_url(),
         "invitations": invitations_pending_for(request.user),
         "invitations_error": invitations_error,
+        "notices": [{"receipt": r, "through": VIA_WORDS.get(r.notice.via, r.notice.via)} for r in unread.receipts],
+        "notices_total": unread.total,
     }
     return render(request, "pages/home.html", context, status=status)
 

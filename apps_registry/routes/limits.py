@@ -47,6 +47,7 @@ class Limits:
     for_each_items: int = _limit(
         100, "CHARMING_ROUTES_MAX_FOR_EACH_ITEMS", "items one for_each step runs its steps for, in one call"
     )
+    notices_per_call: int = _limit(5, "CHARMING_ROUTES_MAX_NOTICES", "notify steps one route call may run")
     migrate_inline_records: int = _limit(
         1000,
         "CHARMING_ROUTES_MIGRATE_INLINE_RECORDS",

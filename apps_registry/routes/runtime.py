@@ -18,7 +18,7 @@ from apps_registry.routes.compiler import CompiledRoute
 from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
 from apps_registry.routes.limits import Limits, limit_details
 from apps_registry.routes.schemas import ValidationErrors, coerce_numbers
-from apps_registry.routes.steps import Call, run_steps
+from apps_registry.routes.steps import Call, NoticeDraft, run_steps
 from apps_registry.routes.store import MeteredStore, Store
 from apps_registry.values import type_name
 
@@ -32,15 +32,18 @@ def run_route(
     store: Store,
     limits: Limits,
     now: datetime | None = None,
+    notices: list[NoticeDraft] | None = None,
 ) -> Any:
     """Validate `params`, run the steps against `store` (a mutation inside `store.atomic()`) and validate
-    the result; returns the route's JSON value."""
+    the result; returns the route's JSON value. Its notify steps' notices go to `notices` (the caller sends them
+    with the mutation's commit); without it they are checked and dropped."""
     params, params_size = _params_checked(route, params, limits)
     call = Call(
         route=route.name,
         values={"params": params, "caller": caller, "app": {"id": app_id}, "now": now or timezone.now()},
         budget=CallBudget(limits=limits, route=route.name, sizes={"params": params_size}),
         store=MeteredStore(store, max_read=limits.records_read_per_call, max_written=limits.records_written_per_call),
+        notices=notices,
     )
     try:
         if route.kind == "query":

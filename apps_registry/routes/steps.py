@@ -80,6 +80,7 @@ class Step:
     item_name: str | None = None  # a for_each's name for the current item
     groups: list[GroupSpec] = field(default_factory=list)  # an aggregate's group keys
     measures: list[Measure] = field(default_factory=list)  # an aggregate's values
+    roles: tuple[str, ...] = ()  # a notify's recipients, by role ("owner", "editors", "viewers")
 
     def __post_init__(self) -> None:
         self.at = self.at or f"steps[{self.index}]"
@@ -93,6 +94,16 @@ class Step:
         return f"{self.at} ({self.kind.op})"
 
 
+@dataclass(frozen=True)
+class NoticeDraft:
+    """A notice a notify step made: sent to the app's members in `roles` when the mutation commits (the service
+    that ran the route resolves the members; the engine never sees an address)."""
+
+    roles: tuple[str, ...]
+    subject: str
+    text: str
+
+
 @dataclass
 class Call:
     """One route call, explicit: what CEL sees, the call's budget and its (metered) store."""
@@ -101,6 +112,10 @@ class Call:
     values: dict[str, Any]  # params, caller, app, now, and the names bound by the steps so far
     budget: CallBudget
     store: MeteredStore
+    # Where notify steps put their notices (services/routes.py sends them with the mutation); None: evaluated and
+    # checked, then dropped (an author test, a preview).
+    notices: list[NoticeDraft] | None = None
+    notified: int = 0  # notify steps run in this call (bounded by notices_per_call)
 
 
 class StepParser(Protocol):
@@ -495,6 +510,45 @@ class FailStep(StepKind):
         raise HandlerError(clip(text, FAIL_MESSAGE_CHARS), details=details)
 
 
+# A notify's recipients, by the names authors write, and the role each stands for.
+NOTIFY_ROLES: dict[str, str] = {"owner": "owner", "editors": "editor", "viewers": "viewer"}
+NOTICE_SUBJECT_CHARS = 150
+NOTICE_TEXT_CHARS = 2000
+
+
+class NotifyStep(StepKind):
+    """Tell the app's members: a subject and a text (CEL strings) to those in the roles `to` names, on their home
+    page and by e-mail, once the mutation commits. Who they are is the app's membership, never an address from the
+    route."""
+
+    op = "notify"
+    keys = {"to": Key("roles", True), "subject": Key("expr", True), "text": Key("expr", True)}
+    writes = True  # it acts on the world: only in mutations, sent only if the mutation commits
+    binding = "none"
+
+    def run(self, step: Step, call: Call) -> Any:
+        limits = call.budget.limits
+        call.notified += 1
+        if call.notified > limits.notices_per_call:
+            raise OperationFailed(
+                f"This call sent more than {limits.notices_per_call} notices (notify steps); send one that says it "
+                "all, outside any for_each.",
+                details=limit_details("notices_per_call", limits.notices_per_call),
+            )
+        shown: dict[str, str] = {}
+        for key, most in (("subject", NOTICE_SUBJECT_CHARS), ("text", NOTICE_TEXT_CHARS)):
+            value = step.exprs[key].evaluate(call)
+            if not isinstance(value, str):
+                raise wrong(step, call, f"notify.{key}", "a string", value)
+            text = value.strip() if key == "text" else " ".join(value.split())
+            if not text:
+                raise wrong(step, call, f"notify.{key}", "a string that is not empty", value)
+            shown[key] = clip(text, most)
+        if call.notices is not None:
+            call.notices.append(NoticeDraft(roles=step.roles, subject=shown["subject"], text=shown["text"]))
+        return None
+
+
 class ReturnStep(StepKind):
     op = "return"
     binding = "none"
@@ -520,6 +574,7 @@ STEP_KINDS: dict[str, StepKind] = {
         DeleteStep(),
         IncrementStep(),
         FailStep(),
+        NotifyStep(),
         ReturnStep(),
         ForEachStep(),
     )
@@ -713,12 +768,29 @@ def _parse_values(step: Step, key: str, spec: Key, value: Any, path: str, where:
             step.measures.append(Measure(name, fn, tuple(target.split("."))))
 
 
+def _parse_roles(step: Step, key: str, spec: Key, value: Any, path: str, where: str, parser: StepParser) -> None:
+    names = [value] if isinstance(value, str) else value
+    allowed = ", ".join(f"'{name}'" for name in NOTIFY_ROLES)
+    if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
+        parser.problem(path, f'must be a list of roles to tell, from {allowed} (e.g. ["owner", "editors"])')
+        return
+    unknown = [name for name in names if name not in NOTIFY_ROLES]
+    if unknown:
+        parser.problem(path, f"'{clip(unknown[0], 40)}' is not a role to tell; use {allowed}")
+        return
+    if len(set(names)) != len(names):
+        parser.problem(path, "names a role twice")
+        return
+    step.roles = tuple(names)
+
+
 _PARSE_KEY = {
     "collection": _parse_collection,
     "expr": _parse_expr,
     "field": _parse_field,
     "where": _parse_where,
     "order_by": _parse_order_by,
+    "roles": _parse_roles,
     "group_by": _parse_group_by,
     "values": _parse_values,
 }

@@ -24,6 +24,7 @@ from apps_registry.plans import plan_stable
 from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import run_route
+from apps_registry.routes.steps import NoticeDraft
 from apps_registry.routes.storage import SqlStore, declared_index_paths, index_entry_refusal, index_entry_too_large
 from apps_registry.routes.store import ChangeSet
 from apps_registry.rows import columns_of
@@ -36,6 +37,7 @@ from apps_registry.services.idempotency import (
     idempotent_result_find,
     idempotent_result_remember,
 )
+from apps_registry.services.notices import notices_send
 from apps_registry.services.rate_limits import app_budget_take, cel_share
 from apps_registry.services.record_migrations import migration_refusal, migration_resume_if_stale
 from apps_registry.values import clip, parse_uuid
@@ -204,6 +206,7 @@ def _route_run(
     route_id = found.route_id
     limits = current_limits()
     changes = ChangeSet() if kind == "mutation" and change_log_on() else None
+    notices: list[NoticeDraft] | None = [] if kind == "mutation" else None
     compiled = cached_route(route_id=route_id, version=found.version, limits=limits)
     if compiled is None:  # this route version's first call in this process
         compiled = compile_route(_route_or_unknown(route_id, op), limits)
@@ -222,10 +225,13 @@ def _route_run(
             changes=changes,
         ),
         limits=limits,
+        notices=notices,
     )
     change_id = None
     if changes is not None:  # in the mutation's transaction: recorded exactly when the mutation commits
         change_id = change_record(app_id=app.id, actor=actor, via=via, route=op, changes=changes)
+    if notices:  # in the mutation's transaction too: sent exactly when it commits (the e-mails after)
+        notices_send(app=app, drafts=notices, via=via, route=op, change_id=change_id)
     if key is not None:  # in the mutation's transaction: remembered exactly when the mutation commits
         idempotent_result_remember(
             actor=actor, app=app, op=op, key=key, params=params, value=value, change_id=change_id

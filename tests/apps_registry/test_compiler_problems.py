@@ -24,7 +24,7 @@ EXPECTING = (
 )
 ONE_OF = (
     "a step has exactly one of get, find, count, sum, aggregate, let, insert, update, upsert, delete, increment, "
-    "fail, return, for_each (and optionally 'as' and 'when'); found keys "
+    "fail, notify, return, for_each (and optionally 'as' and 'when'); found keys "
 )
 SCOPE = "names available here: app, caller, now, params"
 STRING_OF_LIST = "string() of a list or map is not defined; use a list's join(',') or build the text yourself"

@@ -11,7 +11,7 @@ from apps_registry.exceptions import HandlerError, InvalidInput, InvalidOutput, 
 from apps_registry.routes.compiler import CompiledRoute, Problem, check_route, compile_parts
 from apps_registry.routes.limits import Limits
 from apps_registry.routes.runtime import run_route
-from apps_registry.routes.steps import STEP_KINDS
+from apps_registry.routes.steps import STEP_KINDS, NoticeDraft
 from tests.apps_registry.memory_store import MemoryStore
 
 LIMITS = Limits()
@@ -59,9 +59,40 @@ def test_every_step_kind_is_covered_here():
         "delete",
         "increment",
         "fail",
+        "notify",
         "return",
         "for_each",
     ]
+
+
+def test_notify_hands_its_notice_to_the_caller_and_only_when_asked():
+    route = compiled(
+        [
+            {"get": {"collection": "budgets", "id": "'current'"}, "as": "b"},
+            {
+                "notify": {
+                    "to": ["owner", "viewers"],
+                    "subject": "'Over  budget   now'",
+                    "text": "'Spent ' + string(b.spent)",
+                }
+            },
+            {"return": "1"},
+        ]
+    )
+    notices: list = []
+
+    run_route(
+        route,
+        params={},
+        caller={"id": "u1", "role": "owner"},
+        app_id="app-1",
+        store=budget_store(),
+        limits=LIMITS,
+        notices=notices,
+    )
+
+    assert notices == [NoticeDraft(roles=("owner", "viewers"), subject="Over budget now", text="Spent 10")]
+    assert run(route, budget_store()) == 1  # without a list to hand them to: checked, then dropped
 
 
 def test_get_returns_the_record_with_its_id():
