@@ -708,6 +708,10 @@ class Hook(models.Model):
     secret_nonce = models.CharField(max_length=64)
     previous_nonce = models.CharField(max_length=64, blank=True)
     previous_until = models.DateTimeField(null=True, blank=True)
+    # Who deliveries signed with the previous secret run as, in the overlap: who the hook ran as before the rotation.
+    previous_creator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     secret_hint = models.CharField(max_length=16)  # the secret's first characters, to tell secrets apart
     created_at = models.DateTimeField(default=timezone.now)
     rotated_at = models.DateTimeField(null=True, blank=True)

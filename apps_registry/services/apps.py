@@ -83,6 +83,9 @@ def app_delete(
     # inserting the delivery), then each takes the storage's (KEY SHARE); taking the storage's first and theirs by the
     # cascade below would be the opposite order, a deadlock. A delivery arriving after this finds no hook (404).
     Schedule.objects.filter(app=app).delete()
+    # The hooks' rows locked first: a delivery in flight holds its hook's (FOR NO KEY UPDATE) until it commits, and
+    # the delete below must not collect the deliveries before the last one is in (a foreign key violation).
+    list(Hook.objects.select_for_update().filter(app=app).values_list("pk", flat=True))
     Hook.objects.filter(app=app).delete()
     storage = Storage.objects.select_for_update().filter(app=app).first()
     records_purged = 0

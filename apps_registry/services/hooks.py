@@ -3,15 +3,19 @@ route's params and whose answer is the route's envelope.
 
 A delivery carries `Charming-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>." + the raw body, keyed by the
 hook's secret>`. It is refused, with nothing written, when the header is missing or malformed, when `t` is further
-than CHARMING_HOOK_TOLERANCE_SECONDS from now (either way), when no v1 matches, when the hook is unknown, and when the
-body is over CHARMING_HOOK_BODY_BYTES; those refusals count against the sender's address (its budget of refused
-credentials) and are not recorded. A delivery whose signature checks out is recorded (`HookDelivery`, unique per
-hook and signed message) in the same transaction as the route's writes: the same signed request sent again, even
-at the same moment, is refused as a replay; a body that is not a JSON object, a route that refuses, are recorded
-as failed deliveries with nothing written.
+than CHARMING_HOOK_TOLERANCE_SECONDS from now (either way), when no v1 matches and when the hook is unknown (these
+count against the sender's address, its budget of refused credentials, and are answered 429 once it is spent; a
+delivery that checks out is never refused for its address), and when the body is over CHARMING_HOOK_BODY_BYTES.
+None of these is recorded. A delivery whose signature checks out is recorded (`HookDelivery`, unique per hook and
+signed message) in the same transaction as the route's writes: the same signed request sent again, even at the
+same moment, is refused as a replay, before it spends any budget; a body that is not a JSON object, a route that
+refuses, are recorded as failed deliveries with nothing written to the app. A refusal that passes (the app's rate
+limit, a migration, a busy worker) is not recorded, so the sender may send the same request again.
 
 Deliveries run as the hook's creator (who created it or last rotated its secret), with their access checked each
-time; they draw on the hook's own rate limit and the app's.
+time; one signed with the previous secret in a rotation's overlap runs as whoever the hook ran as before. They draw
+on the hook's own rate limit and the app's. A delivery locks its hook's row (FOR NO KEY UPDATE) for its transaction,
+then the storage's, the order app_delete takes them in.
 
 Secrets are never stored: each is an HMAC of the hook's id and a random nonce under the server's secret key (and,
 for checking, each key of SECRET_KEY_FALLBACKS, so a key rotation done Django's way keeps hooks working). A copy of
@@ -25,6 +29,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -40,6 +45,7 @@ from django.utils.crypto import salted_hmac
 
 from apps_registry.access import manager_app_for, still_authors
 from apps_registry.exceptions import (
+    AppMigrating,
     AuthenticationFailed,
     BodyTooLarge,
     CharmingError,
@@ -69,6 +75,7 @@ DELIVERIES_SHOWN = 5  # the last deliveries each listing shows
 MOST_SIGNATURES = 4  # v1 entries one header may carry (a sender signing with the old and the new secret sends two)
 MOST_OVERLAP_MINUTES = 7 * 24 * 60
 _SALT = "charming.hooks.secret"
+_UNIX_SECONDS = re.compile(r"[0-9]{1,12}")  # ASCII digits only (str.isdigit takes '²')
 
 
 @dataclass(frozen=True)
@@ -250,6 +257,7 @@ def hook_rotate(*, actor: Any, hook_id: Any, keep_old_minutes: Any = None, app_i
     now = _now()
     hook.previous_nonce = hook.secret_nonce if keep_old_minutes else ""
     hook.previous_until = now + timedelta(minutes=keep_old_minutes) if keep_old_minutes else None
+    hook.previous_creator = hook.creator if keep_old_minutes else None  # the old secret keeps running as them
     secret = _new_secret(hook)
     hook.creator, hook.rotated_at = actor, now
     hook.save()
@@ -313,7 +321,9 @@ def signature_parse(header: str | None) -> Signature:
     for part in header.split(","):
         name, _, value = part.strip().partition("=")
         if name == "t":
-            if not value.isdigit() or len(value) > 12:
+            if timestamp is not None:
+                raise AuthenticationFailed(f"The {SIGNATURE_HEADER} header has more than one t; send one.")
+            if not _UNIX_SECONDS.fullmatch(value):
                 raise AuthenticationFailed(
                     f"The {SIGNATURE_HEADER} header's t must be unix seconds, got {clip(value, 20)!r}."
                 )
@@ -343,18 +353,20 @@ def signature_make(*, secret: str, timestamp: int, body: bytes) -> str:
     return f"t={timestamp},v1={mac}"
 
 
-def _secrets_valid(hook: Hook, now: datetime) -> list[str]:
-    """The secrets a delivery to `hook` may be signed with now: its own and, in the overlap, the rotated one's, each
-    under the secret key and its fallbacks."""
-    nonces = [hook.secret_nonce]
+def _secrets_valid(hook: Hook, now: datetime) -> list[tuple[str, bool]]:
+    """The secrets a delivery to `hook` may be signed with now, each with whether it is the previous one: its own
+    and, in a rotation's overlap, the one before, each under the secret key and its fallbacks."""
+    nonces = [(hook.secret_nonce, False)]
     if hook.previous_nonce and hook.previous_until is not None and hook.previous_until > now:
-        nonces.append(hook.previous_nonce)
+        nonces.append((hook.previous_nonce, True))
     keys = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
-    return [_secret(hook.id, nonce, key) for nonce in nonces for key in keys]
+    return [(_secret(hook.id, nonce, key), previous) for nonce, previous in nonces for key in keys]
 
 
-def _verified(hook: Hook, signature: Signature, body: bytes, now: datetime) -> None:
-    """AuthenticationFailed unless the signature is recent and one of its v1 values is one of the hook's secrets'."""
+def _verified(hook: Hook, signature: Signature, body: bytes, now: datetime) -> Any:
+    """Who the delivery runs as (the hook's creator; signed with the previous secret in a rotation's overlap, whoever
+    the hook ran as before it), or AuthenticationFailed unless the signature is recent and one of its v1 values is one
+    of the hook's secrets'."""
     tolerance = settings.CHARMING_HOOK_TOLERANCE_SECONDS
     age = int(now.timestamp()) - signature.timestamp
     if abs(age) > tolerance:
@@ -365,12 +377,16 @@ def _verified(hook: Hook, signature: Signature, body: bytes, now: datetime) -> N
             "check the sender's clock."
         )
     message = f"{signature.timestamp}.".encode() + body
-    expected = [hmac.new(s.encode(), message, hashlib.sha256).hexdigest() for s in _secrets_valid(hook, now)]
-    if not any(hmac.compare_digest(e, given) for e in expected for given in signature.signatures):
-        raise AuthenticationFailed(
-            "The signature does not match this body for this webhook's secret. Sign the exact bytes sent: "
-            "HMAC-SHA256, keyed by the secret (the whole whsec_… text), of the timestamp, a period, then the body."
-        )
+    for secret, previous in _secrets_valid(hook, now):
+        expected = hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+        if any(hmac.compare_digest(expected, given) for given in signature.signatures):
+            # Who ran it then runs what is signed with its secret: a rotation to shut someone out does not make
+            # their old secret act as the person rotating, for the overlap.
+            return (hook.previous_creator or hook.creator) if previous else hook.creator
+    raise AuthenticationFailed(
+        "The signature does not match this body for this webhook's secret. Sign the exact bytes sent: "
+        "HMAC-SHA256, keyed by the secret (the whole whsec_… text), of the timestamp, a period, then the body."
+    )
 
 
 def _params_of(body: bytes) -> dict[str, Any] | None:
@@ -434,26 +450,38 @@ def hook_deliver(
 ) -> Delivered:
     """Run one delivery to hook `hook_id` (the view's body): the route's value, or the CharmingError the sender is
     answered with. Nothing is written unless the signature checks out; then the delivery is recorded, whatever the
-    route does, in the transaction of its writes."""
+    route does (but a refusal that passes, such as a busy worker, so the same signed request can be sent again), in
+    the transaction of its writes."""
     now = now or _now()
-    auth_failures_check(address=address)  # an address that sent too many bad signatures is not even checked
     pk = parse_uuid(hook_id)
-    hook = None if pk is None else Hook.objects.select_related("creator").filter(pk=pk).first()
+    hook = None if pk is None else Hook.objects.filter(pk=pk).first()
     try:
         if hook is None:
             raise NotFound("No webhook at this address: it was deleted, or the URL is mistyped.")
-        if len(body) > settings.CHARMING_HOOK_BODY_BYTES:
-            raise body_too_large()
         signature = signature_parse(signature_header)
         _verified(hook, signature, body, now)
     except (NotFound, AuthenticationFailed):
+        # Counted against the sender's address, and answered 429 once it sent too many; a delivery that checks out
+        # is never refused for its address, so a stranger sharing it (a NAT, a hosted sender) cannot lock it out.
+        auth_failures_check(address=address)
         auth_failure_record(address=address)
         raise
-    _hook_budget_take(hook)
-    app_budget_take(actor=hook.creator, app_id=hook.app_id)  # outside the transaction, as route_run's own
+    if len(body) > settings.CHARMING_HOOK_BODY_BYTES:  # the view refuses a declared length; this, a chunked body
+        raise body_too_large()
     message = hashlib.sha256(f"{signature.timestamp}.".encode() + body).hexdigest()
+    if HookDelivery.objects.filter(hook_id=hook.pk, message=message).exists():  # before any budget is spent
+        raise _replay_refusal(hook, message)
+    _hook_budget_take(hook)
     failure: CharmingError | None = None
     with transaction.atomic():
+        # The hook's row first (as a schedule's run takes its schedule's), then the storage's in the route: the order
+        # app_delete takes them in. Read again under the lock, so a rotation or deletion meanwhile is seen.
+        locked = Hook.objects.select_for_update(no_key=True, of=("self",)).select_related("creator", "previous_creator")
+        hook = locked.filter(pk=hook.pk).first()
+        if hook is None:
+            raise NotFound("No webhook at this address: it was deleted, or the URL is mistyped.")
+        runs_as = _verified(hook, signature, body, now)
+        app_budget_take(actor=runs_as, app_id=hook.app_id)
         delivery = HookDelivery(
             hook=hook,
             message=message,
@@ -465,10 +493,12 @@ def hook_deliver(
         try:
             with transaction.atomic():
                 delivery.save()
-        except IntegrityError:
+        except IntegrityError:  # the same signed request, run meanwhile
             raise _replay_refusal(hook, message) from None
         try:
-            result = _run(hook, body)
+            result = _run(hook, runs_as, body)
+        except (AppMigrating, RateLimited):
+            raise  # passing: the whole transaction goes, the delivery's record with it, so it can be sent again
         except CharmingError as refused:
             failure = refused
             delivery.status, delivery.error = refused.http_status, redact(refused.message)
@@ -482,19 +512,19 @@ def hook_deliver(
     return Delivered(value=result.value, change_id=result.change_id)
 
 
-def _run(hook: Hook, body: bytes) -> Any:
-    """The route, as the hook's creator, in a savepoint of the delivery's transaction (a failure writes nothing)."""
+def _run(hook: Hook, runs_as: Any, body: bytes) -> Any:
+    """The route, as `runs_as`, in a savepoint of the delivery's transaction (a failure writes nothing)."""
     from apps_registry.services.routes import route_run  # routes imports a good deal; keep this module light
 
     params = _params_of(body)
-    if not still_authors(user=hook.creator, app_id=hook.app_id):
+    if not still_authors(user=runs_as, app_id=hook.app_id):
         raise Forbidden(
-            f"This webhook runs as {hook.creator.get_username()}, who can no longer change its app; nothing was run. "
+            f"This webhook runs as {runs_as.get_username()}, who can no longer change its app; nothing was run. "
             "An owner or editor of the app can rotate its secret (it then runs as them) or delete it."
         )
     with transaction.atomic():
         return route_run(
-            actor=hook.creator,
+            actor=runs_as,
             app_id=hook.app_id,
             op=hook.route,
             params=params,
@@ -531,7 +561,8 @@ def _hook_budget_take(hook: Hook) -> None:
 def hook_deliveries_purge(*, before: datetime) -> int:
     """Delete the deliveries received before `before` (purge_storage's retention); their signatures are long past
     the tolerance, so no replay check needs them."""
-    if before > _now() - timedelta(seconds=settings.CHARMING_HOOK_TOLERANCE_SECONDS):
-        before = _now() - timedelta(seconds=settings.CHARMING_HOOK_TOLERANCE_SECONDS)
+    # A signature dated ahead of the clock stays usable until received + 2 x the tolerance: keep at least that.
+    newest = _now() - timedelta(seconds=2 * settings.CHARMING_HOOK_TOLERANCE_SECONDS)
+    before = min(before, newest)
     deleted, _ = HookDelivery.objects.filter(received_at__lt=before).delete()
     return deleted

@@ -29,8 +29,11 @@ def app(owner):
 def test_a_new_hooks_secret_is_shown_once_uncached_then_only_its_hint(client, owner, app):
     client.force_login(owner)
 
-    made = client.post(reverse("app_hook_create", args=[app.id]), {"route": "add_expense", "description": "bank"})
+    made = client.post(
+        reverse("app_hook_create", args=[app.id]), {"route": "add_expense", "description": "bank"}, follow=True
+    )
 
+    assert made.redirect_chain[-1][0].endswith("#new-secret")  # shown on a GET: a reload makes no second secret
     assert made.status_code == 200 and "no-store" in made["Cache-Control"]
     hook = Hook.objects.get()
     page = made.content.decode()
@@ -45,7 +48,7 @@ def test_rotating_on_the_page_shows_the_new_secret_and_the_overlap(client, owner
     first = hook_create(actor=owner, app_id=app.id, route="add_expense")
     client.force_login(owner)
 
-    rotated = client.post(reverse("app_hook_change", args=[app.id, first.view.hook.id]), {"do": "rotate"})
+    rotated = client.post(reverse("app_hook_change", args=[app.id, first.view.hook.id]), {"do": "rotate"}, follow=True)
 
     page = rotated.content.decode()
     assert rotated.status_code == 200 and "no-store" in rotated["Cache-Control"]
@@ -100,3 +103,17 @@ def test_a_stranger_gets_404(client, app):
     client.force_login(UserFactory(username="mallory"))
 
     assert client.get(reverse("app_hooks", args=[app.id])).status_code == 404
+
+
+def test_ending_the_old_secret_now_from_the_page(client, owner, app):
+    first = hook_create(actor=owner, app_id=app.id, route="add_expense")
+    client.force_login(owner)
+
+    answer = client.post(
+        reverse("app_hook_change", args=[app.id, first.view.hook.id]), {"do": "rotate-now"}, follow=True
+    )
+
+    hook = Hook.objects.get()
+    assert hook.previous_nonce == "" and hook.previous_until is None
+    assert "The previous secret still works" not in answer.content.decode()
+    assert '<code id="hook-secret">whsec_' in answer.content.decode()

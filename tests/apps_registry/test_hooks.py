@@ -150,6 +150,8 @@ def test_a_secret_depends_on_the_servers_key_and_survives_a_key_rotation_done_dj
         ("t=1700000000", "has no v1"),
         ("t=soon,v1=" + "0" * 64, "t must be unix seconds"),
         ("t=1700000000,v1=xyz", "must be 64 hex digits"),
+        ("t=17²,v1=" + "0" * 64, "t must be unix seconds"),
+        ("t=1,t=2,v1=" + "0" * 64, "more than one t"),
     ],
 )
 def test_a_missing_or_malformed_signature_is_refused_saying_how_to_sign(app, made, header, says):
@@ -183,6 +185,31 @@ def test_a_stale_or_future_signature_is_refused(app, made, offset, says):
     message = answer.json()["error"]["message"]
     assert says in message and "within 300 seconds" in message and "CHARMING_HOOK_TOLERANCE_SECONDS" in message
     assert expenses(app) == []
+
+
+def test_a_replay_is_refused_before_it_spends_the_hooks_budget(app, made, settings):
+    settings.CHARMING_RATE_HOOK_BURST = 1
+    settings.CHARMING_RATE_HOOK_PER_MINUTE = 1
+    t = int(time.time())
+
+    assert deliver(made, {"amount": 7}, t=t).status_code == 200
+    assert [deliver(made, {"amount": 7}, t=t).status_code for _ in range(3)] == [409, 409, 409]
+
+
+def test_a_refusal_that_passes_is_not_recorded_so_the_same_signed_delivery_can_be_sent_again(app, made, settings):
+    from apps_registry.models import RateBudget
+
+    settings.CHARMING_RATE_APP_BURST = 1
+    settings.CHARMING_RATE_APP_PER_MINUTE = 1
+    assert deliver(made, {"amount": 1}).status_code == 200
+    t = int(time.time())
+
+    busy = deliver(made, {"amount": 2}, t=t)
+    assert busy.status_code == 429 and busy.json()["error"]["kind"] == "rate_limited"
+    assert HookDelivery.objects.count() == 1
+    RateBudget.objects.filter(key__startswith="app:").delete()  # the app's budget, refilled
+    assert deliver(made, {"amount": 2}, t=t).status_code == 200
+    assert expenses(app) == [1, 2]
 
 
 def test_the_same_signed_delivery_sent_twice_runs_once(app, made):
@@ -273,7 +300,9 @@ def test_an_empty_body_is_a_route_without_params(owner):
 
 
 @pytest.mark.parametrize("hook_id", [str(uuid.uuid4()), "not-a-hook"])
-def test_an_unknown_hook_is_refused_and_counts_against_the_address(app, made, hook_id, settings):
+def test_an_unknown_hook_is_refused_and_counts_against_the_address_but_never_locks_a_good_sender_out(
+    app, made, hook_id, settings
+):
     settings.CHARMING_RATE_AUTH_FAILURES_BURST = 2
     settings.CHARMING_RATE_AUTH_FAILURES_PER_MINUTE = 1
     address = "203.0.113.50"
@@ -282,8 +311,10 @@ def test_an_unknown_hook_is_refused_and_counts_against_the_address(app, made, ho
     assert [a.status_code for a in answers] == [404, 404, 429]
     assert "No webhook at this address" in answers[0].json()["error"]["message"]
     assert "Too many refused tokens from your address" in answers[2].json()["error"]["message"]
-    assert deliver(made, {"amount": 1}, address=address).status_code == 429  # refused before it is looked at
-    assert deliver(made, {"amount": 1}).status_code == 200  # another address is not affected
+    assert deliver(made, {"amount": 1}, secret="whsec_wrong", address=address).status_code == 429
+    # A stranger behind the same address (a NAT, a hosted sender's egress) cannot lock the real sender out.
+    assert deliver(made, {"amount": 2}, address=address).status_code == 200
+    assert expenses(app) == [2]
 
 
 def test_bad_signatures_do_not_spend_the_hooks_own_budget_and_good_ones_do(app, made, settings):
@@ -312,6 +343,19 @@ def test_rotation_keeps_the_old_secret_for_the_overlap_then_only_the_new_one_sig
     assert deliver(made, {"amount": 3}).status_code == 401
     assert deliver(made, {"amount": 4}, secret=rotated.secret).status_code == 200
     assert expenses(app) == [1, 2, 4]
+
+
+def test_in_an_overlap_the_old_secret_runs_as_whoever_the_hook_ran_as_before(app, owner):
+    editor = UserFactory(username="ed")
+    membership_set(actor=owner, app=app, user=editor, role="editor")
+    theirs = hook_create(actor=editor, app_id=app.id, route="add_expense")
+    membership_remove(actor=owner, app_id=app.id, username="ed")
+    rotated = hook_rotate(actor=owner, hook_id=theirs.view.hook.id, keep_old_minutes=60)
+
+    # The removed editor still holds the old secret: it does not act as the owner who rotated.
+    assert deliver(theirs, {"amount": 1}).status_code == 403
+    assert deliver(theirs, {"amount": 2}, secret=rotated.secret).status_code == 200
+    assert expenses(app) == [2]
 
 
 def test_rotation_with_no_overlap_ends_the_old_secret_at_once(app, made, owner):

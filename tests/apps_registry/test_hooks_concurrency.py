@@ -47,3 +47,45 @@ def test_copies_of_one_signed_delivery_sent_at_once_write_once(user):
     assert len(ran) == 1 and len(replays) == COPIES - 1, results
     assert [r["amount"] for r in records(app, "expenses").values()] == [9]
     assert HookDelivery.objects.count() == 1
+
+
+DELIVERIES = 10
+ROUNDS = 4
+
+
+def test_deleting_an_app_while_its_hook_delivers_neither_deadlocks_nor_fails_internally(user):
+    from apps_registry.exceptions import NotFound
+    from apps_registry.models import App
+    from apps_registry.services.apps import app_delete
+
+    for _round in range(ROUNDS):
+        app = app_definition_save(actor=user, definition=BUDGET)
+        made = hook_create(actor=user, app_id=app.id, route="add_expense")
+        barrier = Barrier(DELIVERIES + 1)
+
+        def one_delivery(i, made=made, barrier=barrier):
+            body = json.dumps({"amount": i + 1}).encode()
+            header = signature_make(secret=made.secret, timestamp=int(time.time()), body=body)
+            barrier.wait()
+            return hook_deliver(hook_id=str(made.view.hook.id), signature_header=header, body=body, address="::1")
+
+        def delete(app=app, barrier=barrier):
+            barrier.wait()
+            return app_delete(actor=user, app_id=app.id, purge_storage=True, confirmed_via="command")
+
+        def guarded(call):
+            try:
+                return call()
+            except Exception as exc:  # noqa: BLE001 - a deadlock or a broken foreign key is what this test looks for
+                return exc
+            finally:
+                connection.close()
+
+        calls = [delete] + [lambda i=i: one_delivery(i) for i in range(DELIVERIES)]
+        with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+            results = list(pool.map(guarded, calls))
+
+        assert not isinstance(results[0], Exception), repr(results[0])
+        unexpected = [r for r in results[1:] if isinstance(r, Exception) and not isinstance(r, NotFound)]
+        assert unexpected == [], [repr(r) for r in unexpected]
+        assert not App.objects.filter(pk=app.id).exists() and not HookDelivery.objects.exists()

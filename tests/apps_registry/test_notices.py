@@ -327,3 +327,15 @@ def test_a_stranger_cannot_mute_an_app_they_cannot_see(client, household):
     client.force_login(UserFactory(username="mallory"))
 
     assert client.post(reverse("app_notices_mute", args=[app.id]), {"muted": "1"}).status_code == 404
+
+
+def test_author_tests_run_a_notify_step_but_send_nothing(household):
+    app, owner, _editor, _viewer = household
+    definition = {
+        **CHORES,
+        "tests": [{"name": "done notifies", "route": "done", "params": {"chore": "dishes"}, "expect": {"value": 1}}],
+    }
+
+    app_definition_save(actor=owner, definition=definition, app_id=app.id)
+
+    assert not Notice.objects.exists() and mail.outbox == []
