@@ -39,6 +39,7 @@ from apps_registry.models import (
     Schedule,
     ScheduleRun,
     Storage,
+    Template,
 )
 from apps_registry.services.purge_jobs import purge_jobs_enqueue
 from apps_registry.services.retention import (
@@ -47,6 +48,7 @@ from apps_registry.services.retention import (
     storage_restore,
 )
 from apps_registry.services.staff import advisories_resolve, feedback_respond
+from apps_registry.services.templates import templates_list_set
 from apps_registry.services.tokens import token_revoke
 from apps_registry.values import clip
 
@@ -710,3 +712,41 @@ class HookAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             + (f": {clip(d.error, 200)}" if d.error else "")
             for d in rows
         )
+
+
+@admin.register(Template)
+class TemplateAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Published templates (services/templates.py): staff look, and take one out of the gallery (or put it back);
+    its owner publishes, updates and takes it down from the app's page."""
+
+    list_display = ("title", "author_repr", "app", "version", "listed", "published_at")
+    list_filter = ("listed",)
+    search_fields = ("title", "description", "author_repr", "=app__id")
+    fields = ("id", "title", "description", "starter_prompt", "author_repr", "app", "version", "listed", "definition")
+    readonly_fields = fields
+    actions = ["unlist_selected", "list_selected"]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # listing is the actions' business; the rest is the owner's
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        # The actions change what the gallery shows: staff who may view templates may run them.
+        actions = super().get_actions(request)
+        if not request.user.has_perm("apps_registry.view_template"):
+            actions.pop("unlist_selected", None)
+            actions.pop("list_selected", None)
+        return actions
+
+    @admin.action(description="Take the selected templates out of the gallery")
+    def unlist_selected(self, request: HttpRequest, queryset: QuerySet[Template]) -> None:
+        changed = templates_list_set(
+            actor=request.user, template_ids=list(queryset.values_list("pk", flat=True)), listed=False
+        )
+        self.message_user(request, f"Unlisted {changed} template{'s' if changed != 1 else ''}.", messages.SUCCESS)
+
+    @admin.action(description="Put the selected templates back in the gallery")
+    def list_selected(self, request: HttpRequest, queryset: QuerySet[Template]) -> None:
+        changed = templates_list_set(
+            actor=request.user, template_ids=list(queryset.values_list("pk", flat=True)), listed=True
+        )
+        self.message_user(request, f"Listed {changed} template{'s' if changed != 1 else ''} again.", messages.SUCCESS)

@@ -45,6 +45,10 @@ class App(models.Model):
     # True while a migration of its records runs as a task (services/record_migrations.py): read by the route
     # lookup every call makes, so refusing mutations meanwhile costs no query.
     migrating = models.BooleanField(default=False)
+    # The template this app was made from (services/templates.py `template_remix`); null once it is unpublished.
+    remixed_from = models.ForeignKey(
+        "Template", null=True, blank=True, on_delete=models.SET_NULL, related_name="remixes"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -788,3 +792,27 @@ class NoticeReceipt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id}: notice {self.notice_id}"
+
+
+class Template(models.Model):
+    """An app's definition published by its owner for anyone to start from (services/templates.py): a snapshot of
+    the definition, never its records, with a title, a description and a starter prompt. Publishing again updates
+    it; deleting the app deletes it; staff can unlist it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    app = models.OneToOneField(App, on_delete=models.CASCADE, related_name="template")
+    definition = models.JSONField()  # the app's stored definition when last published (its tests included)
+    version = models.PositiveIntegerField()  # the app's version then
+    title = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    starter_prompt = models.TextField(blank=True)  # what to ask an agent after remixing ("Add this week's meals")
+    author_repr = models.CharField(max_length=150)  # the owner's username when published
+    listed = models.BooleanField(default=True)  # staff unlist (the admin): out of the gallery and search
+    published_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-published_at"]
+
+    def __str__(self) -> str:
+        return self.title

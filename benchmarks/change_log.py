@@ -16,35 +16,67 @@ taken within each round (on / off - 1).
 
 Storage: the bytes the change log's two tables and their indexes hold after 1,000 changes of add_expense
 (PostgreSQL: pg_total_relation_size after VACUUM; SQLite: the dbstat table's pages, when SQLite was built with it).
+
+    .venv/bin/python benchmarks/change_log.py --mcp           # whole mutate_app calls, SQLite and PostgreSQL
+    .venv/bin/python benchmarks/change_log.py --mcp --quick   # a smoke run (about a minute)
+    .venv/bin/python benchmarks/change_log.py --mcp --calls 400 --rounds 11 --only postgres
+
+--mcp prices the log against one whole mutate_app call (MCP transport, authentication, rate limits, the route)
+instead of route_run alone: it starts two `uvicorn charming.asgi:application` servers from this checkout on the
+same fresh database (as benchmarks/mcp_calls.py does), one with CHARMING_CHANGE_LOG=true and one with false, rate
+limits set high but checked (measure.RATE_LIMITS_HIGH), and this one process calls mutate_app (add_expense on the
+budget example) over the official MCP SDK client in 2026-07-28 (stateless) mode, one call at a time. After a
+warm-up on each server, the two run in rounds whose order alternates; each side of a round opens its client and
+makes a few calls before the clock starts. Per side and round: calls/s, the server's CPU per call (its process
+tree, from /proc) and, on PostgreSQL, the database's: the whole cluster's CPU (every backend and background
+process) over the timed calls, nothing subtracted; only one server works during a side, so that is the calls'
+database work plus whatever the cluster does meanwhile (autovacuum, the WAL writer). On SQLite the database runs
+inside the server, in its CPU. Added is on / off - 1 within each round; "CPU total" is server + database. At the
+end the change log's rows are counted, to show that each server ran with its setting.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import itertools
 import json
 import os
+import shlex
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from measure import RATE_LIMITS_HIGH, Spread, banner, load, process_cpu
+from measure import RATE_LIMITS_HIGH, Spread, banner, load, process_cpu, tree_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
+MCP_CALLS = 400  # --mcp: timed calls per side per round
+MCP_WARMUP = 100  # --mcp: calls on each server before the first round (quick: 20), not recorded
+MCP_SIDE_WARMUP = 3  # --mcp: calls after a side's client is set up, before its clock starts
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, help="calls per side per round (default 300; quick 40)")
+    parser.add_argument("--calls", type=int, help="calls per side per round (default 300, --mcp 400; quick 40)")
     parser.add_argument("--rounds", type=int, help="rounds (default 11; quick 3)")
     parser.add_argument("--only", choices=["sqlite", "postgres"], help="run one database only")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run: few calls, three rounds")
+    parser.add_argument("--mcp", action="store_true", help="whole mutate_app calls: two servers, log on and off")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--database-url", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    calls = args.calls or (40 if args.quick else 300)
+    calls = args.calls or (40 if args.quick else MCP_CALLS if args.mcp else 300)
     rounds = args.rounds or (3 if args.quick else 11)
+    if args.mcp:
+        mcp_main(args, calls, rounds)
+        return
     if args.worker:
         worker(calls, rounds)
         return
@@ -187,6 +219,272 @@ def _log_bytes(connection: Any) -> int | None:
         except Exception:  # dbstat is a compile-time option of SQLite
             return None
         return int(cursor.fetchone()[0] or 0)
+
+
+# ---------------------------------------------------------------------------------------------- --mcp
+
+
+def mcp_main(args: argparse.Namespace, calls: int, rounds: int) -> None:
+    warmup = 20 if args.quick else MCP_WARMUP
+    if args.database_url:  # inside the PostgreSQL run below
+        mcp_run(args.database_url, calls, rounds, warmup)
+        return
+    if args.only in (None, "sqlite"):
+        with tempfile.TemporaryDirectory(prefix="charming-bench-") as tmp:
+            mcp_run(f"sqlite:///{tmp}/bench.sqlite3", calls, rounds, warmup)
+    if args.only in (None, "postgres"):
+        inner = shlex.join(
+            [sys.executable, str(Path(__file__).resolve()), "--mcp", "--calls", str(calls), "--rounds", str(rounds)]
+            + (["--quick"] if args.quick else [])
+        )
+        command = (
+            "source .ci/postgres.sh && pg_start >/dev/null && "
+            f'{inner} --database-url "$DATABASE_URL"; rc=$?; pg_stop; exit $rc'
+        )
+        subprocess.run(["bash", "-c", command], check=True, cwd=ROOT)
+
+
+@dataclass(frozen=True)
+class McpServer:
+    on: bool  # CHARMING_CHANGE_LOG
+    base: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class Side:
+    calls_per_s: float
+    server_us: float  # CPU per call
+    db_us: float | None  # the cluster's CPU per call (PostgreSQL)
+
+    @property
+    def total_us(self) -> float:
+        return self.server_us + (self.db_us or 0.0)
+
+
+def _mcp_prepare(env: dict[str, str]) -> dict[str, str]:
+    """Migrate, then create the user, token and budget app (its budget set) in a child process."""
+    script = f"""
+import json, django
+django.setup()
+from django.core.management import call_command
+from django.db import connection
+call_command("migrate", verbosity=0)
+from django.contrib.auth import get_user_model
+from apps_registry.services.definitions import app_definition_save
+from apps_registry.services.email_confirmation import email_confirmed_by_operator
+from apps_registry.services.routes import route_run
+from apps_registry.services.tokens import token_create
+user = get_user_model().objects.create(username="bench", email="bench@example.com")
+email_confirmed_by_operator(user=user)  # tokens need a confirmed address
+token = token_create(user=user, name="bench").plaintext
+app = app_definition_save(actor=user, definition=json.loads(open({str(ROOT / "examples" / "budget.json")!r}).read()))
+route_run(actor=user, app_id=app.id, op="set_budget", params={{"limit": 1e12}}, kind="mutation", via="mcp")
+found = {{"token": token, "app_id": str(app.id)}}
+with connection.cursor() as cursor:
+    if connection.vendor == "sqlite":
+        cursor.execute("PRAGMA synchronous")
+        level = ["OFF", "NORMAL", "FULL", "EXTRA"][cursor.fetchone()[0]]
+        cursor.execute("PRAGMA journal_mode")
+        found["database"] = f"SQLite (journal_mode={{cursor.fetchone()[0]}}, synchronous={{level}})"
+    else:
+        cursor.execute("SELECT current_setting('server_version'), current_setting('fsync')")
+        version, fsync = cursor.fetchone()
+        found["database"] = f"PostgreSQL {{version}} (fsync={{fsync}})"
+print(json.dumps(found))
+"""
+    return _django_json(env, script)
+
+
+def _mcp_counts(env: dict[str, str]) -> dict[str, int]:
+    """The change log's changes and entries, and the expenses, now in the database."""
+    script = """
+import json, django
+django.setup()
+from apps_registry.models import Change, ChangeEntry, Record
+print(json.dumps({"changes": Change.objects.count(), "entries": ChangeEntry.objects.count(),
+                  "records": Record.objects.count()}))
+"""
+    return {key: int(value) for key, value in _django_json(env, script).items()}
+
+
+def _django_json(env: dict[str, str], script: str) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"a Django step failed:\n{out.stderr}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def mcp_run(database_url: str, calls: int, rounds: int, warmup: int) -> None:
+    from mcp_calls import SERVE_OPTIONS, _free_port, _postmaster
+
+    env = {
+        **os.environ,
+        **RATE_LIMITS_HIGH,
+        "DJANGO_SETTINGS_MODULE": "charming.settings",
+        "DATABASE_URL": database_url,
+        "LOG_LEVEL": "WARNING",
+    }
+    prepared = _mcp_prepare(env)
+    processes: list[subprocess.Popen[bytes]] = []
+    servers: dict[bool, McpServer] = {}
+    try:
+        for on in (True, False):
+            port = _free_port()
+            server_env = {
+                **env,
+                "CHARMING_CHANGE_LOG": "true" if on else "false",
+                "CHARMING_PUBLIC_URL": f"http://127.0.0.1:{port}",
+            }
+            command = [sys.executable, "-m", "uvicorn", "charming.asgi:application", "--host", "127.0.0.1"]
+            command += ["--port", str(port), "--lifespan", "on", "--log-level", "warning", "--no-access-log"]
+            command += shlex.split(SERVE_OPTIONS)
+            process = subprocess.Popen(command, env=server_env, cwd=ROOT)
+            processes.append(process)
+            servers[on] = McpServer(on=on, base=f"http://127.0.0.1:{port}", pid=process.pid)
+        deadline = time.monotonic() + 60
+        for server, process in zip(servers.values(), processes, strict=True):
+            port = int(server.base.rsplit(":", 1)[1])
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or process.poll() is not None:
+                        raise RuntimeError("a server did not start") from None
+                    time.sleep(0.1)
+        postmaster = _postmaster(database_url)
+        before = load()
+        banner(
+            f"change log cost per mutate_app (add_expense, MCP 2026-07-28), {prepared['database']}, "
+            f"{calls} calls x {rounds} rounds"
+        )
+        print(
+            "two uvicorn servers, one process each, same checkout and database: CHARMING_CHANGE_LOG=true and "
+            "=false; rate limits 1000000000 (checked, never reached); one client, one call at a time"
+        )
+        made = {True: 0, False: 0}
+        figures, order_of = asyncio.run(_mcp_rounds(servers, prepared, postmaster, calls, rounds, warmup, made))
+        _mcp_table(figures, order_of, postgres=postmaster is not None)
+        counts = _mcp_counts(env)
+        print(
+            f"\nchange log rows: {counts['changes']} changes, {counts['entries']} entries for {made[True]} calls "
+            f"with the log on (+1 set_budget) and {made[False]} with it off; {counts['records']} records "
+            f"(expenses + the budget)"
+        )
+        if counts["changes"] != made[True] + 1 or counts["records"] != made[True] + made[False] + 1:
+            raise RuntimeError("the servers did not run with the settings they were given")
+        print(f"load average before: {before}; after: {load()}")
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=15)
+
+
+@contextlib.asynccontextmanager
+async def _mutate_app(
+    server: McpServer, prepared: dict[str, str], made: dict[bool, int]
+) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+    """A set-up SDK client (2026-07-28) on `server`; yields a function making one mutate_app call of add_expense."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    counter = itertools.count(made[server.on])
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {prepared['token']}"}, timeout=60)
+    async with (
+        http,
+        Client(streamable_http_client(f"{server.base}/mcp", http_client=http), mode="2026-07-28") as client,
+    ):
+        await client.list_tools()
+
+        async def call() -> None:
+            i = next(counter)
+            params = {"amount": 1.25, "category": f"c{i % 7}", "note": "bench"}
+            result = await client.call_tool(
+                "mutate_app", {"app_id": prepared["app_id"], "op": "add_expense", "params": params}
+            )
+            if result.is_error:
+                raise RuntimeError(f"mutate_app failed: {result.content}")
+            made[server.on] += 1
+
+        yield call
+
+
+async def _side(
+    server: McpServer, prepared: dict[str, str], postmaster: int | None, n: int, made: dict[bool, int]
+) -> Side:
+    """`n` calls on `server` after its client's set-up and a few calls; only the `n` calls are inside the clock."""
+    async with _mutate_app(server, prepared, made) as call:
+        for _ in range(MCP_SIDE_WARMUP):
+            await call()
+        db0 = tree_cpu(postmaster) if postmaster else 0.0
+        server0, wall0 = tree_cpu(server.pid), time.perf_counter()
+        for _ in range(n):
+            await call()
+        wall, server_cpu = time.perf_counter() - wall0, tree_cpu(server.pid) - server0
+        db = (tree_cpu(postmaster) - db0) if postmaster else None
+    return Side(calls_per_s=n / wall, server_us=server_cpu / n * 1e6, db_us=None if db is None else db / n * 1e6)
+
+
+async def _mcp_rounds(
+    servers: dict[bool, McpServer],
+    prepared: dict[str, str],
+    postmaster: int | None,
+    calls: int,
+    rounds: int,
+    warmup: int,
+    made: dict[bool, int],
+) -> tuple[list[dict[bool, Side]], list[tuple[bool, bool]]]:
+    for on in (True, False):  # compiled routes, the CEL worker, the pool, caches; not recorded
+        await _side(servers[on], prepared, postmaster, warmup, made)
+    figures, orders = [], []
+    for r in range(rounds):
+        order = (True, False) if r % 2 == 0 else (False, True)
+        got = {on: await _side(servers[on], prepared, postmaster, calls, made) for on in order}
+        figures.append(got)
+        orders.append(order)
+    return figures, orders
+
+
+def _mcp_table(figures: list[dict[bool, Side]], orders: list[tuple[bool, bool]], *, postgres: bool) -> None:
+    def added(get: Callable[[Side], float | None]) -> list[float]:
+        return [(get(f[True]) or 0.0) / (get(f[False]) or 1.0) * 100 - 100 for f in figures]
+
+    def difference(get: Callable[[Side], float | None]) -> list[float]:
+        return [(get(f[True]) or 0.0) - (get(f[False]) or 0.0) for f in figures]
+
+    columns: list[tuple[str, Callable[[Side], float | None], int]] = [
+        ("calls/s", lambda s: s.calls_per_s, 0),
+        ("server CPU µs/call", lambda s: s.server_us, 0),
+    ]
+    if postgres:
+        columns += [("database CPU µs/call", lambda s: s.db_us, 0), ("CPU total µs/call", lambda s: s.total_us, 0)]
+    print("per round: on/off - 1 (the side run first in brackets)")
+    for r, (f, order) in enumerate(zip(figures, orders, strict=True)):
+        parts = [
+            f"{name.split(' µs')[0]} {(get(f[True]) or 0) / (get(f[False]) or 1) * 100 - 100:+.1f} %"
+            for name, get, _ in columns
+        ]
+        print(f"  round {r + 1:>2} ({'on' if order[0] else 'off'} first): " + ", ".join(parts))
+    print(f"\n{'':22}" + "".join(f"{name:>26}" for name, _, _ in columns))
+    for on in (False, True):
+        row = [Spread.of(get(f[on]) or 0.0 for f in figures).show(digits) for _, get, digits in columns]
+        print(f"{'change log ' + ('on' if on else 'off'):22}" + "".join(f"{v:>26}" for v in row))
+    row = [Spread.of(added(get)).show(1) + " %" for _, get, _ in columns]
+    print(f"{'added (on/off - 1)':22}" + "".join(f"{v:>26}" for v in row))
+    row = ["" if name == "calls/s" else Spread.of(difference(get)).show(0) for name, get, _ in columns]
+    print(f"{'added µs (on - off)':22}" + "".join(f"{v:>26}" for v in row))
+    total = Spread.of(added(lambda s: s.total_us)).show(1)
+    where = "server + database" if postgres else "server; SQLite runs inside it"
+    print(f"\nCPU total added ({where}): {total} %")
+    if postgres:
+        print(
+            "database CPU: the whole PostgreSQL cluster's (all backends and background processes) over each side's "
+            "timed calls, nothing subtracted (only that side's server was working)"
+        )
+    print("calls/s: on/off - 1 is the throughput's change (negative: fewer calls per second with the log on)")
 
 
 if __name__ == "__main__":

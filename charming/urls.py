@@ -19,6 +19,8 @@ urlpatterns = [
     path("api/", include("apps_registry.api.urls")),
     # Webhooks in: signed deliveries, no token (apps_registry/api/hooks.py).
     path("hooks/<str:hook_id>/", HookDeliveryView.as_view(), name="hook_deliver"),
+    # Without the slash too: a redirect would turn a sender's POST into a GET (301) or be refused by it.
+    path("hooks/<str:hook_id>", HookDeliveryView.as_view(), name="hook_deliver_no_slash"),
     # RFC 9728 metadata for the MCP endpoint, at the root and at the /mcp-suffixed location.
     path(".well-known/oauth-protected-resource", protected_resource_metadata, name="oauth-protected-resource"),
     path(".well-known/oauth-protected-resource/mcp", protected_resource_metadata, name="oauth-protected-resource-mcp"),

@@ -20,6 +20,7 @@ from mcp_tools.tools import (
     run_route,
     schedules,
     send_feedback,
+    templates,
 )
 
 
@@ -73,6 +74,8 @@ TOOLS: tuple[McpTool, ...] = (
     _tool("create_hook", hooks.handle_create, need="author"),
     _tool("rotate_hook_secret", hooks.handle_rotate, need="author"),
     _tool("delete_hook", hooks.handle_delete, need="author"),
+    _tool("search_templates", templates.handle_search, need="read"),
+    _tool("remix_app", templates.handle_remix, need="author"),
 )
 _BY_NAME = {tool.name: tool for tool in TOOLS}
 

@@ -13,6 +13,7 @@ from apps_registry.pages import (
     notice_views,
     schedule_views,
     sharing_views,
+    template_views,
     views,
 )
 
@@ -96,6 +97,11 @@ urlpatterns = [
     path("apps/<uuid:app_id>/hooks/", hook_views.hooks_page, name="app_hooks"),
     path("apps/<uuid:app_id>/hooks/new/", hook_views.hook_create_submit, name="app_hook_create"),
     path("apps/<uuid:app_id>/hooks/<uuid:hook_id>/", hook_views.hook_change_submit, name="app_hook_change"),
+    # --- Templates (apps_registry/pages/template_views.py): the gallery, a template, remix, publishing ---
+    path("templates/", template_views.gallery, name="templates"),
+    path("templates/<uuid:template_id>/", template_views.template_page, name="template_page"),
+    path("templates/<uuid:template_id>/remix/", template_views.remix_submit, name="template_remix"),
+    path("apps/<uuid:app_id>/template/", template_views.app_template_page, name="app_template"),
     # --- Notices (apps_registry/pages/notice_views.py): read on the home page, turned off per app ---
     path("notices/read/", notice_views.notices_read_all_submit, name="notices_read_all"),
     path("notices/<int:receipt_id>/read/", notice_views.notice_read_submit, name="notice_read"),

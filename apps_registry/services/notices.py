@@ -33,22 +33,42 @@ logger = logging.getLogger(__name__)
 DAY = timedelta(hours=24)
 
 
+@dataclass(frozen=True)
+class NoticeSent:
+    """What became of one notify step's notice: how many members it reached, or why it was not sent."""
+
+    subject: str
+    roles: tuple[str, ...]
+    recipients: int
+    skipped: str = ""  # why it was not sent (the app's daily bound)
+
+    def as_dict(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"subject": self.subject, "to": list(self.roles), "recipients": self.recipients}
+        if self.skipped:
+            shown["skipped"] = self.skipped
+        return shown
+
+
 def notices_send(
     *, app: App, drafts: list[NoticeDraft], via: str, route: str, change_id: int | None, now: datetime | None = None
-) -> int:
-    """Record the notices of one mutation (in its transaction) and queue their e-mails for its commit; returns how
-    many were sent (the rest were over the app's daily bound)."""
+) -> list[NoticeSent]:
+    """Record the notices of one mutation (in its transaction) and queue their e-mails for its commit; says what
+    became of each (those over the app's daily bound are not sent)."""
     now = now or timezone.now()
     bound = settings.CHARMING_NOTICES_PER_APP_PER_DAY
     sent_today = Notice.objects.filter(app=app, created_at__gte=now - DAY).exclude(route="").count()
-    sent = 0
+    results: list[NoticeSent] = []
     for draft in drafts:
         if sent_today >= bound:
             _bound_reached_once(app, now=now, bound=bound)
             logger.info("app %s: a notice was not sent, %d sent in 24 hours already", app.id, bound)
-            break
+            skipped = (
+                f"the app sent {bound} notices in the last 24 hours, the most it may (CHARMING_NOTICES_PER_APP_PER_DAY)"
+            )
+            results.append(NoticeSent(subject=draft.subject, roles=draft.roles, recipients=0, skipped=skipped))
+            continue
         roles = [NOTIFY_ROLES[name] for name in draft.roles]
-        _send(
+        recipients = _send(
             app,
             subject=draft.subject,
             text=draft.text,
@@ -59,9 +79,9 @@ def notices_send(
             change_id=change_id,
             now=now,
         )
+        results.append(NoticeSent(subject=draft.subject, roles=draft.roles, recipients=recipients))
         sent_today += 1
-        sent += 1
-    return sent
+    return results
 
 
 def _send(
@@ -75,16 +95,18 @@ def _send(
     route: str,
     change_id: int | None,
     now: datetime,
-) -> Notice:
+) -> int:
+    """Write the notice and its receipts; returns how many members it reaches."""
     members = Membership.objects.filter(app=app, role__in=roles, notices_muted=False, user__is_active=True)
     user_ids = list(members.values_list("user_id", flat=True))
     notice = Notice.objects.create(
         app=app, subject=subject, text=text, roles=label, route=route, via=via, change_id=change_id, created_at=now
     )
     NoticeReceipt.objects.bulk_create([NoticeReceipt(notice=notice, user_id=pk) for pk in user_ids])
+    notice.recipients = len(user_ids)  # type: ignore[attr-defined]  # what the caller is told
     if user_ids:
         transaction.on_commit(lambda: _mail(notice, app, user_ids))
-    return notice
+    return len(user_ids)
 
 
 def _bound_reached_once(app: App, *, now: datetime, bound: int) -> None:

@@ -37,7 +37,7 @@ from apps_registry.services.idempotency import (
     idempotent_result_find,
     idempotent_result_remember,
 )
-from apps_registry.services.notices import notices_send
+from apps_registry.services.notices import NoticeSent, notices_send
 from apps_registry.services.rate_limits import app_budget_take, cel_share
 from apps_registry.services.record_migrations import migration_refusal, migration_resume_if_stale
 from apps_registry.values import clip, parse_uuid
@@ -56,6 +56,7 @@ class RouteResult:
     replayed: bool = False  # the remembered result of an earlier call with the same idempotency key
     advisories: tuple[AdvisoryNote, ...] = ()  # what the result carries (route_run with advisories=True)
     change_id: int | None = None  # the mutation's change set in the change log (a replay: the first call's)
+    notices: tuple[NoticeSent, ...] = ()  # what its notify steps sent (services.notices)
 
 
 def route_run(
@@ -230,13 +231,14 @@ def _route_run(
     change_id = None
     if changes is not None:  # in the mutation's transaction: recorded exactly when the mutation commits
         change_id = change_record(app_id=app.id, actor=actor, via=via, route=op, changes=changes)
+    sent: list[NoticeSent] = []
     if notices:  # in the mutation's transaction too: sent exactly when it commits (the e-mails after)
-        notices_send(app=app, drafts=notices, via=via, route=op, change_id=change_id)
+        sent = notices_send(app=app, drafts=notices, via=via, route=op, change_id=change_id)
     if key is not None:  # in the mutation's transaction: remembered exactly when the mutation commits
         idempotent_result_remember(
             actor=actor, app=app, op=op, key=key, params=params, value=value, change_id=change_id
         )
-    return RouteResult(value=value, app=app, advisories=_notes(actor, found), change_id=change_id)
+    return RouteResult(value=value, app=app, advisories=_notes(actor, found), change_id=change_id, notices=tuple(sent))
 
 
 def _notes(actor: Any, found: _RouteForCall) -> tuple[AdvisoryNote, ...]:

@@ -28,7 +28,7 @@ def _routes(saved: SavedDefinition) -> list[dict[str, Any]]:
     return [{"name": r.name, "kind": r.kind, "version": r.version} for r in selectors.routes_of(saved.app)]
 
 
-def _tests_text(results: list[TestResult]) -> str:
+def tests_text(results: list[TestResult]) -> str:
     if not results:
         return f"It has no tests; add some (see {GUIDE_URI}) so every save proves the routes still work."
     failing = [r for r in results if not r.passed]
@@ -38,7 +38,7 @@ def _tests_text(results: list[TestResult]) -> str:
     return text
 
 
-def _saved_value(saved: SavedDefinition) -> dict[str, Any]:
+def saved_value(saved: SavedDefinition) -> dict[str, Any]:
     return {
         "id": str(saved.app.id),
         "name": saved.app.name,
@@ -53,7 +53,7 @@ def _create(user: Any, args: dict[str, Any]) -> tuple[dict[str, Any], list[dict[
     saved = definition_save(
         actor=user, definition=args["definition"], allow_failing_tests=bool(args.get("allow_failing_tests"))
     )
-    return _saved_value(saved), advisories_as_contract(advisories_deliver(actor=user, app=saved.app)), saved
+    return saved_value(saved), advisories_as_contract(advisories_deliver(actor=user, app=saved.app)), saved
 
 
 async def handle_create(call: ToolCall) -> ToolResult:
@@ -62,7 +62,7 @@ async def handle_create(call: ToolCall) -> ToolResult:
     text = (
         f"Created the app '{value['name']}' (id {value['id']}, version {value['version']}) with routes {routes}. "
         f"Use it with query_app and mutate_app; change it with update_app (expected_version {value['version']}).\n"
-        + _tests_text(saved.tests)
+        + tests_text(saved.tests)
     )
     return envelope_ok(value, advisories=advisories, text=text)
 
@@ -97,7 +97,7 @@ def _update(user: Any, args: dict[str, Any]) -> tuple[dict[str, Any], list[dict[
             create_missing=False,
             migrate=args.get("migrate"),
         )
-    value = _saved_value(saved)
+    value = saved_value(saved)
     if saved.migration is not None:
         value["migration"] = saved.migration.as_dict()
     value["previous_version"] = args["expected_version"]
@@ -113,7 +113,7 @@ async def handle_update(call: ToolCall) -> ToolResult:
         f"Saved the app '{value['name']}' (id {value['id']}) as version {value['version']} "
         f"(was {value['previous_version']}). {value['summary']}\n"
         + (f"{saved.migration.text}\n" if saved.migration is not None else "")
-        + _tests_text(saved.tests)
+        + tests_text(saved.tests)
     )
     return envelope_ok(value, advisories=advisories, text=text)
 

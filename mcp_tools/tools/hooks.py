@@ -12,11 +12,16 @@ from mcp_tools.tools import ToolCall, ToolResult, db
 
 def _line(hook: dict[str, Any]) -> str:
     about = f" ({hook['description']})" if hook["description"] else ""
-    last = hook["deliveries"][0] if hook["deliveries"] else None
-    if last is None:
-        delivered = "no deliveries yet"
+    deliveries = hook["deliveries"]
+    if not deliveries:
+        delivered = "no deliveries yet (refused signatures are answered to the sender, not kept)"
     else:
-        delivered = f"last delivery {last['received_at']}: {last['outcome']} ({last['status']})"
+        ok = sum(1 for d in deliveries if d["outcome"] == "ok")
+        last = deliveries[0]
+        delivered = (
+            f"last {len(deliveries)} deliveries: {ok} ok, {len(deliveries) - ok} failed; the last, "
+            f"{last['received_at']}: {last['outcome']} ({last['status']})"
+        )
         if "error" in last:
             delivered += f": {last['error']}"
     overlap = ""
@@ -46,9 +51,10 @@ def _with_secret(made: HookWithSecret, did: str) -> ToolResult:
             f"Webhook {did}:\n{_line(value)}\n"
             f"URL: {value['url']}\nSecret: {value['secret']}\n"
             "Give the person both now, to paste into the sender: the secret is not shown again. The sender POSTs the "
-            "route's params as a JSON body with the header Charming-Signature: t=<unix seconds>,v1=<hex "
-            'HMAC-SHA256 keyed by the secret of "<t>." followed by the body> (docs/automation.md has Python and '
-            "curl examples)."
+            "route's params as a JSON body (an empty body is {}) with the header Charming-Signature: t=<unix "
+            'seconds>,v1=<hex HMAC-SHA256, keyed by the whole secret text (whsec_... as UTF-8), of "<t>." followed '
+            "by the exact body bytes>. In Python: hmac.new(secret.encode(), f'{t}.'.encode() + body, "
+            "hashlib.sha256).hexdigest(). The guide (charming://guide/authoring, webhooks) has the whole sender."
         ),
     )
 

@@ -523,3 +523,14 @@ def test_rest_a_read_only_token_cannot_manage_hooks(user):
     answer = reader.get(f"/api/apps/{app.id}/hooks/")
 
     assert answer.status_code == 403 and answer.json()["error"]["kind"] == "insufficient_scope"
+
+
+def test_the_address_works_without_its_final_slash(app, made):
+    raw = json.dumps({"amount": 5}).encode()
+    header = signature_make(secret=made.secret, timestamp=int(time.time()), body=raw)
+
+    answer = Client().post(
+        f"/hooks/{made.view.hook.id}", data=raw, content_type="application/json", HTTP_CHARMING_SIGNATURE=header
+    )
+
+    assert answer.status_code == 200 and expenses(app) == [5]

@@ -133,6 +133,8 @@ def test_each_tool_is_one_record_and_only_delete_app_answers_without_the_envelop
         "create_hook",
         "rotate_hook_secret",
         "delete_hook",
+        "search_templates",
+        "remix_app",
     ]
     assert all(tool.contract["name"] == tool.name for tool in TOOLS)
     assert [tool.name for tool in TOOLS if not tool.answers_envelope] == ["delete_app"]
@@ -153,6 +155,8 @@ def test_each_tool_is_one_record_and_only_delete_app_answers_without_the_envelop
         ("create_hook", False, False, False),  # calling twice makes two hooks, each with its secret
         ("rotate_hook_secret", False, False, False),  # each call makes a new secret
         ("delete_hook", False, True, True),  # its URL stops working, its deliveries' record goes
+        ("search_templates", True, False, True),
+        ("remix_app", False, False, False),  # each call makes another app
     ],
 )
 def test_authoring_tools_are_annotated_for_what_they_do(name, read_only, destructive, idempotent):

@@ -193,3 +193,20 @@ def test_the_guides_webhook_example_calls_the_tools_as_their_contracts_take_them
         assert f"`{name} {{" in text, name
         assert list(Draft202012Validator(contracts[name]["inputSchema"]).iter_errors(arguments)) == [], name
     assert "Charming-Signature: t=<unix seconds>,v1=<hex" in text and "not shown again" in text
+
+
+def test_the_guides_template_example_calls_the_tools_as_their_contracts_take_them():
+    from jsonschema import Draft202012Validator
+
+    from mcp_tools.registry import TOOLS
+
+    section = re.search(r"## Start from a template\n(.*?)\n## ", guide_text(), re.S)
+    assert section is not None
+    contracts = {tool.name: tool.contract for tool in TOOLS}
+    calls = {
+        "search_templates": {"query": "chores"},
+        "remix_app": {"template_id": "16e11369-d40c-40c3-af10-adf5e28fe88b", "name": "Our chores"},
+    }
+    for name, arguments in calls.items():
+        assert f"`{name} {{" in section.group(1), name
+        assert list(Draft202012Validator(contracts[name]["inputSchema"]).iter_errors(arguments)) == [], name

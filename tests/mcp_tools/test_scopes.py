@@ -39,6 +39,8 @@ EXPECTED_SCOPES = {
     "create_hook": "apps:write",
     "rotate_hook_secret": "apps:write",
     "delete_hook": "apps:write",
+    "search_templates": "apps:read",
+    "remix_app": "apps:write",
 }
 TOKEN_SCOPES = [
     pytest.param(("apps:read",), id="read"),
@@ -85,6 +87,8 @@ def arguments_for(name: str, app_id: str) -> dict:
         "create_hook": {"app_id": app_id, "route": "add"},
         "rotate_hook_secret": {"hook_id": app_id},
         "delete_hook": {"hook_id": app_id},
+        "search_templates": {"query": "budget"},
+        "remix_app": {"template_id": app_id},
     }[name]
 
 
