@@ -328,6 +328,10 @@ CHARMING_HOOK_BODY_BYTES = env.int("CHARMING_HOOK_BODY_BYTES", default=65536)
 # Minutes a rotated secret still signs deliveries, unless the rotation says otherwise (keep_old_minutes).
 CHARMING_HOOK_ROTATION_OVERLAP_MINUTES = env.int("CHARMING_HOOK_ROTATION_OVERLAP_MINUTES", default=60)
 
+# --- Bundles (apps_registry/services/bundles.py): an app as one file ---
+# The largest bundle an import reads, in bytes (the page's upload and POST /api/apps/bundles/).
+CHARMING_BUNDLE_IMPORT_BYTES = env.int("CHARMING_BUNDLE_IMPORT_BYTES", default=33554432)
+
 # --- Notices (apps_registry/services/notices.py): what notify steps send to an app's members ---
 # Notices one app may send in any 24 hours; past it, its notify steps are skipped (its owner is told once).
 CHARMING_NOTICES_PER_APP_PER_DAY = env.int("CHARMING_NOTICES_PER_APP_PER_DAY", default=50)

@@ -11,6 +11,7 @@ from mcp_tools.contracts import contract_load
 from mcp_tools.tools import (
     Handler,
     authoring,
+    bundles,
     changes,
     delete_app,
     get_app,
@@ -76,6 +77,7 @@ TOOLS: tuple[McpTool, ...] = (
     _tool("delete_hook", hooks.handle_delete, need="author"),
     _tool("search_templates", templates.handle_search, need="read"),
     _tool("remix_app", templates.handle_remix, need="author"),
+    _tool("export_app", bundles.handle_export, need="author"),
 )
 _BY_NAME = {tool.name: tool for tool in TOOLS}
 

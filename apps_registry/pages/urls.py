@@ -7,6 +7,7 @@ from django.urls import path, reverse_lazy
 
 from apps_registry.pages import (
     app_views,
+    bundle_views,
     history_views,
     hook_views,
     live,
@@ -97,6 +98,10 @@ urlpatterns = [
     path("apps/<uuid:app_id>/hooks/", hook_views.hooks_page, name="app_hooks"),
     path("apps/<uuid:app_id>/hooks/new/", hook_views.hook_create_submit, name="app_hook_create"),
     path("apps/<uuid:app_id>/hooks/<uuid:hook_id>/", hook_views.hook_change_submit, name="app_hook_change"),
+    # --- Bundles (apps_registry/pages/bundle_views.py): an app as one file, and back ---
+    path("apps/<uuid:app_id>/bundle/", bundle_views.bundle_download, name="app_bundle"),
+    path("apps/import/", bundle_views.bundle_upload, name="app_import"),
+    path("bundles/<str:token>/", bundle_views.bundle_signed_download, name="bundle_signed_download"),
     # --- Templates (apps_registry/pages/template_views.py): the gallery, a template, remix, publishing ---
     path("templates/", template_views.gallery, name="templates"),
     path("templates/<uuid:template_id>/", template_views.template_page, name="template_page"),

@@ -135,6 +135,7 @@ def test_each_tool_is_one_record_and_only_delete_app_answers_without_the_envelop
         "delete_hook",
         "search_templates",
         "remix_app",
+        "export_app",
     ]
     assert all(tool.contract["name"] == tool.name for tool in TOOLS)
     assert [tool.name for tool in TOOLS if not tool.answers_envelope] == ["delete_app"]
@@ -157,6 +158,7 @@ def test_each_tool_is_one_record_and_only_delete_app_answers_without_the_envelop
         ("delete_hook", False, True, True),  # its URL stops working, its deliveries' record goes
         ("search_templates", True, False, True),
         ("remix_app", False, False, False),  # each call makes another app
+        ("export_app", True, False, True),  # a link to read; nothing changes
     ],
 )
 def test_authoring_tools_are_annotated_for_what_they_do(name, read_only, destructive, idempotent):

@@ -210,3 +210,14 @@ def test_the_guides_template_example_calls_the_tools_as_their_contracts_take_the
     for name, arguments in calls.items():
         assert f"`{name} {{" in section.group(1), name
         assert list(Draft202012Validator(contracts[name]["inputSchema"]).iter_errors(arguments)) == [], name
+
+
+def test_the_guides_export_example_calls_the_tool_as_its_contract_takes_it():
+    from jsonschema import Draft202012Validator
+
+    from mcp_tools.registry import tool_named
+
+    section = re.search(r"## Taking an app out: `export_app`\n(.*?)\n## ", guide_text(), re.S)
+    assert section is not None and "`export_app {app_id:" in section.group(1)
+    schema = tool_named("export_app").contract["inputSchema"]
+    assert list(Draft202012Validator(schema).iter_errors({"app_id": "16e11369-d40c-40c3-af10-adf5e28fe88b"})) == []

@@ -41,6 +41,7 @@ EXPECTED_SCOPES = {
     "delete_hook": "apps:write",
     "search_templates": "apps:read",
     "remix_app": "apps:write",
+    "export_app": "apps:write",
 }
 TOKEN_SCOPES = [
     pytest.param(("apps:read",), id="read"),
@@ -89,6 +90,7 @@ def arguments_for(name: str, app_id: str) -> dict:
         "delete_hook": {"hook_id": app_id},
         "search_templates": {"query": "budget"},
         "remix_app": {"template_id": app_id},
+        "export_app": {"app_id": app_id},
     }[name]
 
 

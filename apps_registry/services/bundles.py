@@ -1,0 +1,234 @@
+"""Portable bundles: an app as one JSON file — its definition, its version history and all its records — to keep,
+move to another account or server, or restore; and a bundle imported as a new app of the importer.
+
+Export is streamed: the records are read a page at a time (keyset, by collection and position), so an app of any
+size costs the server one page of memory. Import goes through the same checks as any new app (the definition's
+problems, its tests, the owner's limits), then every record is checked (a collection the definition declares, an
+id, data within CHARMING_ROUTES_MAX_RECORD_BYTES, no more than CHARMING_ROUTES_MAX_RECORDS_PER_APP) and written in
+the same transaction: a bundle is imported whole or not at all. The history comes back with its version numbers,
+authors and summaries; records keep their ids, data and order (not their timestamps). An import is not a mutation:
+it is not in the change log.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from apps_registry.access import app_for
+from apps_registry.exceptions import InvalidInput, OperationFailed
+from apps_registry.models import App, AppVersion, Record, Storage
+from apps_registry.routes.limits import current_limits, limit_details
+from apps_registry.routes.store import encoded_record
+from apps_registry.services.apps import audit_record
+from apps_registry.services.definitions import app_definition_export, definition_save
+from apps_registry.values import clip, type_name
+
+BUNDLE_FORMAT = "charming-bundle"
+BUNDLE_VERSION = 1
+PAGE = 1000  # records read per query while exporting, and written per INSERT while importing
+
+
+def bundle_export(*, actor: Any, app_id: Any) -> tuple[App, Iterator[str]]:
+    """The app (for its owner and editors: a bundle holds its definition) and its bundle as chunks of JSON text."""
+    app, _role = app_for(actor=actor, app_id=app_id, need="author")
+    head = {
+        "format": BUNDLE_FORMAT,
+        "version": BUNDLE_VERSION,
+        "exported_at": timezone.now().isoformat(),
+        "app": {"id": str(app.id), "name": app.name, "description": app.description, "version": app.version},
+        "definition": app_definition_export(actor=actor, app_id=app.id),
+        "versions": [
+            {
+                "number": v.number,
+                "author": v.author_repr,
+                "created_at": v.created_at.isoformat(),
+                "summary": v.summary,
+                "changes": v.changes,
+                "restored_from": v.restored_from,
+                "definition": v.definition,
+            }
+            for v in AppVersion.objects.filter(app=app).order_by("number")
+        ],
+    }
+    storage_id = Storage.objects.filter(app=app).values_list("pk", flat=True).first()
+    return app, _chunks(head, storage_id)
+
+
+@dataclass(frozen=True)
+class BundleSize:
+    records: int
+    versions: int
+
+
+def bundle_size(*, actor: Any, app_id: Any) -> tuple[App, BundleSize]:
+    """What the app's bundle would hold (for its owner and editors), without reading it."""
+    app, _role = app_for(actor=actor, app_id=app_id, need="author")
+    records = Storage.objects.filter(app=app).values_list("records_held", flat=True).first() or 0
+    return app, BundleSize(records=int(records), versions=AppVersion.objects.filter(app=app).count())
+
+
+def _chunks(head: dict[str, Any], storage_id: Any) -> Iterator[str]:
+    opening = json.dumps(head, ensure_ascii=False)
+    yield opening[:-1] + ', "records": ['
+    first, after = True, None
+    while storage_id is not None:
+        rows = Record.objects.filter(storage_id=storage_id)
+        if after is not None:
+            rows = rows.filter(pk__gt=after)
+        page = list(rows.order_by("pk").values_list("pk", "collection", "record_id", "data")[:PAGE])
+        for _pk, collection, record_id, data in page:
+            item = json.dumps({"collection": collection, "id": record_id, "data": data}, ensure_ascii=False)
+            yield ("\n" if first else ",\n") + item
+            first = False
+        if len(page) < PAGE:
+            break
+        after = page[-1][0]
+    yield "\n]}\n"
+
+
+@dataclass(frozen=True)
+class Imported:
+    app: App
+    records: int
+    versions: int
+
+
+def _refused(path: str, message: str) -> InvalidInput:
+    return InvalidInput(
+        f"The bundle's {path.removeprefix('$.')} {message}.", errors=[{"path": path, "message": message}]
+    )
+
+
+def bundle_import(*, actor: Any, bundle: Any, name: Any = None) -> Imported:
+    """Create the actor's own app from a bundle (its definition, history and records), whole or not at all."""
+    if not isinstance(bundle, dict) or bundle.get("format") != BUNDLE_FORMAT:
+        raise InvalidInput(
+            'This is not a Charming bundle: expected a JSON object with "format": "charming-bundle" (export one '
+            "from an app's page, GET /api/apps/<id>/bundle/ or export_app).",
+            errors=[{"path": "$.format", "message": f"must be '{BUNDLE_FORMAT}'"}],
+        )
+    if bundle.get("version") != BUNDLE_VERSION:
+        raise _refused("$.version", f"is {clip(bundle.get('version'), 20)}; this server reads version {BUNDLE_VERSION}")
+    definition = bundle.get("definition")
+    if not isinstance(definition, dict):
+        raise _refused("$.definition", f"must be an app definition (an object), got {type_name(definition)}")
+    definition = dict(definition)
+    if name is not None:
+        if not isinstance(name, str) or not name.strip() or len(name) > 200:
+            raise _refused("$.name", "must be text of 1 to 200 characters")
+        definition["name"] = name.strip()
+    versions = _versions_checked(bundle.get("versions", []))
+    records = bundle.get("records", [])
+    if not isinstance(records, list):
+        raise _refused("$.records", f"must be a list, got {type_name(records)}")
+    limits = current_limits()
+    if len(records) > limits.records_per_app:
+        raise OperationFailed(
+            f"The bundle holds {len(records)} records; an app may hold {limits.records_per_app} "
+            "(CHARMING_ROUTES_MAX_RECORDS_PER_APP).",
+            details=limit_details("records_per_app", limits.records_per_app),
+        )
+    collections = (
+        set((definition.get("collections") or {}).keys()) if isinstance(definition.get("collections"), dict) else set()
+    )
+    rows = _records_checked(records, collections=collections, max_bytes=limits.record_bytes)
+    with transaction.atomic():
+        saved = definition_save(actor=actor, definition=definition)
+        app = saved.app
+        if versions:
+            AppVersion.objects.filter(app=app).delete()
+            AppVersion.objects.bulk_create(
+                [
+                    AppVersion(
+                        app=app,
+                        number=v["number"],
+                        author=actor if i == len(versions) - 1 else None,
+                        author_repr=str(v.get("author") or "")[:200],
+                        definition=v["definition"],
+                        changes=v.get("changes") if isinstance(v.get("changes"), dict) else {},
+                        summary=str(v.get("summary") or ""),
+                        restored_from=v.get("restored_from") if isinstance(v.get("restored_from"), int) else None,
+                    )
+                    for i, v in enumerate(versions)
+                ]
+            )
+            App.objects.filter(pk=app.pk).update(version=versions[-1]["number"])
+            app.version = versions[-1]["number"]
+        storage = Storage.objects.select_for_update().get(app=app)
+        for start in range(0, len(rows), PAGE):
+            Record.objects.bulk_create(
+                [
+                    Record(storage=storage, collection=collection, record_id=record_id, data=data)
+                    for collection, record_id, data in rows[start : start + PAGE]
+                ]
+            )
+        if rows:
+            Storage.objects.filter(pk=storage.pk).update(
+                records_held=F("records_held") + len(rows), records_changes=F("records_changes") + 1
+            )
+        audit_record(
+            actor=actor,
+            action="app.import",
+            app_id=app.id,
+            details={
+                "records": len(rows),
+                "versions": len(versions),
+                "from_app_id": str((bundle.get("app") or {}).get("id", ""))[:40],
+            },
+        )
+    return Imported(app=app, records=len(rows), versions=len(versions) or 1)
+
+
+def _versions_checked(versions: Any) -> list[dict[str, Any]]:
+    if not isinstance(versions, list):
+        raise _refused("$.versions", f"must be a list, got {type_name(versions)}")
+    numbers: list[int] = []
+    for i, version in enumerate(versions):
+        where = f"$.versions[{i}]"
+        if not isinstance(version, dict) or not isinstance(version.get("definition"), dict):
+            raise _refused(where, "must be an object with a definition")
+        number = version.get("number")
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise _refused(f"{where}.number", "must be a positive whole number")
+        if numbers and number <= numbers[-1]:
+            raise _refused(f"{where}.number", "must be greater than the one before (versions in order)")
+        numbers.append(number)
+    return versions
+
+
+def _records_checked(records: list[Any], *, collections: set[str], max_bytes: int) -> list[tuple[str, str, Any]]:
+    seen: set[tuple[str, str]] = set()
+    rows: list[tuple[str, str, Any]] = []
+    for i, record in enumerate(records):
+        where = f"$.records[{i}]"
+        if not isinstance(record, dict):
+            raise _refused(where, f"must be an object with collection, id and data, got {type_name(record)}")
+        collection, record_id, data = record.get("collection"), record.get("id"), record.get("data")
+        if collection not in collections:
+            raise _refused(
+                f"{where}.collection", f"'{clip(collection, 60)}' is not a collection the definition declares"
+            )
+        if not isinstance(record_id, str) or not record_id or len(record_id) > 200:
+            raise _refused(f"{where}.id", "must be text of 1 to 200 characters")
+        if not isinstance(data, dict):
+            raise _refused(f"{where}.data", f"must be an object, got {type_name(data)}")
+        if (collection, record_id) in seen:
+            raise _refused(f"{where}.id", f"'{clip(record_id, 60)}' appears twice in collection '{collection}'")
+        seen.add((collection, record_id))
+        encoded_record(collection, record_id, data, max_bytes)  # OperationFailed over the record size limit
+        rows.append((collection, record_id, data))
+    return rows
+
+
+def bundle_filename(app: App, *, now: datetime | None = None) -> str:
+    """A file name for the app's bundle: its name (letters, digits, dashes) and the date."""
+    stem = "".join(c if c.isalnum() else "-" for c in app.name.lower()).strip("-")[:60] or "app"
+    return f"{stem}-{(now or timezone.now()):%Y-%m-%d}.charming.json"
