@@ -816,3 +816,25 @@ class Template(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+class AppTransfer(models.Model):
+    """An owner's offer to hand their app over to someone (services/transfers.py): nothing changes until the
+    recipient accepts; then they own it and the former owner stays an editor. Kept after it is answered."""
+
+    id = models.BigAutoField(primary_key=True)
+    app = models.ForeignKey(App, on_delete=models.CASCADE, related_name="transfers")
+    from_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    to_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="transfers_offered")
+    status = models.CharField(max_length=10, choices=InvitationStatus.choices, default=InvitationStatus.PENDING)
+    created_at = models.DateTimeField(default=timezone.now)
+    responded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["app"], condition=Q(status="pending"), name="app_transfer_one_pending")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app} to {self.to_user} ({self.status})"

@@ -19,7 +19,7 @@ Storage: the bytes the change log's two tables and their indexes hold after 1,00
 
     .venv/bin/python benchmarks/change_log.py --mcp           # whole mutate_app calls, SQLite and PostgreSQL
     .venv/bin/python benchmarks/change_log.py --mcp --quick   # a smoke run (about a minute)
-    .venv/bin/python benchmarks/change_log.py --mcp --calls 400 --rounds 11 --only postgres
+    .venv/bin/python benchmarks/change_log.py --mcp --calls 800 --rounds 15 --only postgres
 
 --mcp prices the log against one whole mutate_app call (MCP transport, authentication, rate limits, the route)
 instead of route_run alone: it starts two `uvicorn charming.asgi:application` servers from this checkout on the
@@ -57,14 +57,14 @@ from typing import Any
 from measure import RATE_LIMITS_HIGH, Spread, banner, load, process_cpu, tree_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
-MCP_CALLS = 400  # --mcp: timed calls per side per round
+MCP_CALLS = 500  # --mcp: timed calls per side per round
 MCP_WARMUP = 100  # --mcp: calls on each server before the first round (quick: 20), not recorded
 MCP_SIDE_WARMUP = 3  # --mcp: calls after a side's client is set up, before its clock starts
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, help="calls per side per round (default 300, --mcp 400; quick 40)")
+    parser.add_argument("--calls", type=int, help="calls per side per round (default 300, --mcp 500; quick 40)")
     parser.add_argument("--rounds", type=int, help="rounds (default 11; quick 3)")
     parser.add_argument("--only", choices=["sqlite", "postgres"], help="run one database only")
     parser.add_argument("--quick", action="store_true", help="a fast smoke run: few calls, three rounds")

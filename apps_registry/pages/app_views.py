@@ -63,6 +63,7 @@ from apps_registry.services.apps import app_delete, app_delete_check
 from apps_registry.services.feedback import feedback_send
 from apps_registry.services.notices import notices_muted
 from apps_registry.services.routes import route_run
+from apps_registry.services.transfers import transfer_pending_of
 
 # The result of the last successful mutation, shown once, next to the form or the row it came from.
 LAST_RESULT_SESSION_KEY = "charming.last_result"
@@ -438,6 +439,7 @@ def app_page_render(
         "is_owner": role_allows(role, "own"),
         "can_author": role_allows(role, "author"),
         "notices_muted": notices_muted(user=request.user, app_id=app.id),
+        "transfer": transfer_pending_of(actor=request.user, app_id=app.id) if role_allows(role, "own") else None,
         "can_mutate": can_mutate,
         "queries": queries,
         "mutations": mutations,

@@ -15,6 +15,7 @@ from apps_registry.pages import (
     schedule_views,
     sharing_views,
     template_views,
+    transfer_views,
     views,
 )
 
@@ -98,6 +99,10 @@ urlpatterns = [
     path("apps/<uuid:app_id>/hooks/", hook_views.hooks_page, name="app_hooks"),
     path("apps/<uuid:app_id>/hooks/new/", hook_views.hook_create_submit, name="app_hook_create"),
     path("apps/<uuid:app_id>/hooks/<uuid:hook_id>/", hook_views.hook_change_submit, name="app_hook_change"),
+    # --- Rename and hand over (apps_registry/pages/transfer_views.py) ---
+    path("apps/<uuid:app_id>/rename/", transfer_views.rename_submit, name="app_rename"),
+    path("apps/<uuid:app_id>/transfer/", transfer_views.transfer_submit, name="app_transfer"),
+    path("transfers/<int:transfer_id>/", transfer_views.transfer_answer, name="transfer_answer"),
     # --- Bundles (apps_registry/pages/bundle_views.py): an app as one file, and back ---
     path("apps/<uuid:app_id>/bundle/", bundle_views.bundle_download, name="app_bundle"),
     path("apps/import/", bundle_views.bundle_upload, name="app_import"),

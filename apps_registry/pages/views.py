@@ -39,6 +39,7 @@ from apps_registry.services.email_confirmation import (
 )
 from apps_registry.services.notices import notices_unread_for
 from apps_registry.services.tokens import token_create, token_revoke_own
+from apps_registry.services.transfers import transfers_pending_for
 
 # Session key holding a just-created token's secret until the result page shows it (once).
 NEW_TOKEN_SESSION_KEY = "charming.new_token"
@@ -69,6 +70,7 @@ def home_page(request: HttpRequest, *, invitations_error: str = "", status: int 
         "invitations_error": invitations_error,
         "notices": [{"receipt": r, "through": VIA_WORDS.get(r.notice.via, r.notice.via)} for r in unread.receipts],
         "notices_total": unread.total,
+        "transfers": transfers_pending_for(request.user),
     }
     return render(request, "pages/home.html", context, status=status)
 
