@@ -730,9 +730,9 @@ class TemplateAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return False  # listing is the actions' business; the rest is the owner's
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        # The actions change what the gallery shows: staff who may view templates may run them.
+        # The actions change what the gallery shows: only staff given the change permission on templates run them.
         actions = super().get_actions(request)
-        if not request.user.has_perm("apps_registry.view_template"):
+        if not request.user.has_perm("apps_registry.change_template"):
             actions.pop("unlist_selected", None)
             actions.pop("list_selected", None)
         return actions

@@ -129,6 +129,7 @@ ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "appl
 class Soak:
     started: float = field(default_factory=time.monotonic)
     statuses: dict[str, Counter[int]] = field(default_factory=lambda: {"ordinary": Counter(), "abuser": Counter()})
+    ordinary_refusals: list[str] = field(default_factory=list)  # each 429 the ordinary account got, with its answer
     five_xx: list[str] = field(default_factory=list)
     calls: list[tuple[float, str, str, float]] = field(default_factory=list)  # (at, phase, op, seconds)
     failed: list[str] = field(default_factory=list)
@@ -142,6 +143,10 @@ class Soak:
             if response.status_code >= 500:
                 request = response.request
                 self.five_xx.append(f"{who}: {request.method} {request.url.path} {response.status_code}")
+            if who == "ordinary" and response.status_code == 429:  # which limit: the ordinary account's own, or not
+                await response.aread()
+                request = response.request
+                self.ordinary_refusals.append(f"{request.method} {request.url.path} 429: {response.text[:300]}")
 
         return {"response": [on_response]}
 
@@ -523,6 +528,8 @@ def _report(soak: Soak, log: Path) -> None:
         print(f"    {line}")
     for who, counts in soak.statuses.items():
         print(f"  {who} HTTP statuses: {dict(sorted(counts.items()))}")
+    for line in soak.ordinary_refusals[:5]:
+        print(f"    ordinary refused: {line}")
     text = log.read_text(errors="replace") if log.exists() else ""
     print(f"tracebacks in the server's log: {text.count('Traceback')} ({len(text):,} bytes of log)")
     if soak.rss:

@@ -3,7 +3,6 @@ new app of the caller (apps_registry/services/bundles.py)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.conf import settings
@@ -13,9 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps_registry.exceptions import BodyTooLarge, InvalidInput
+from apps_registry.exceptions import BodyTooLarge
 from apps_registry.pages.bundle_views import bundle_response
-from apps_registry.services.bundles import bundle_export, bundle_import
+from apps_registry.services.bundles import bundle_export, bundle_import, bundle_parse
 
 
 class AppBundleView(APIView):
@@ -47,13 +46,7 @@ class BundleImportView(APIView):
                 f"The bundle is larger than {limit} bytes (CHARMING_BUNDLE_IMPORT_BYTES).",
                 errors=[{"path": "$", "message": f"over {limit} bytes"}],
             )
-        try:
-            bundle = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            raise InvalidInput(
-                "The body is not a bundle: send the JSON file an export gives.",
-                errors=[{"path": "$", "message": "not JSON"}],
-            ) from None
+        bundle = bundle_parse(body)
         imported = bundle_import(actor=request.user, bundle=bundle, name=request.query_params.get("name"))
         value = {
             "id": str(imported.app.id),

@@ -3,7 +3,6 @@ one as a new app from the home page (apps_registry/services/bundles.py)."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -15,12 +14,13 @@ from django.core import signing
 from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 
 from apps_registry.exceptions import AccessDenied, CharmingError, NotFound
 from apps_registry.models import App
 from apps_registry.pages.app_views import app_or_404, refusal_page
-from apps_registry.services.bundles import bundle_export, bundle_filename, bundle_import
+from apps_registry.services.bundles import bundle_export, bundle_filename, bundle_import, bundle_parse
 
 DOWNLOAD_SALT = "charming.bundle.download"
 DOWNLOAD_SECONDS = 600
@@ -30,7 +30,7 @@ def bundle_response(request: HttpRequest, app: App, chunks: Iterator[str]) -> St
     """The bundle as a download, streamed (under ASGI a page of records at a time, each read on a worker thread)."""
     body = _streamed(chunks) if isinstance(request, ASGIRequest) else (chunk.encode() for chunk in chunks)
     response = StreamingHttpResponse(body, content_type="application/json; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{bundle_filename(app)}"'
+    response["Content-Disposition"] = content_disposition_header(True, bundle_filename(app)) or "attachment"
     response["Cache-Control"] = "no-store"
     return response
 
@@ -93,11 +93,7 @@ def bundle_upload(request: HttpRequest) -> HttpResponse:
         )
         return redirect("home")
     try:
-        bundle = json.loads(upload.read().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        messages.error(request, "That file is not a Charming bundle: it is not JSON.")
-        return redirect("home")
-    try:
+        bundle = bundle_parse(upload.read())
         imported = bundle_import(actor=request.user, bundle=bundle, name=request.POST.get("name") or None)
     except NotFound:
         raise Http404 from None

@@ -13,17 +13,17 @@ it is not in the change log.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from apps_registry.access import app_for
-from apps_registry.exceptions import InvalidInput, OperationFailed
+from apps_registry.exceptions import InvalidInput, OperationFailed, unstorable_text_refuse
 from apps_registry.models import App, AppVersion, Record, Storage
 from apps_registry.routes.limits import current_limits, limit_details
 from apps_registry.routes.store import encoded_record
@@ -107,8 +107,35 @@ def _refused(path: str, message: str) -> InvalidInput:
     )
 
 
+def bundle_parse(raw: bytes) -> Any:
+    """A bundle file's JSON (InvalidInput if it is not JSON, or holds NaN, Infinity or a number too large)."""
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=_not_finite, parse_float=_finite)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise InvalidInput(
+            "That is not a Charming bundle: it is not JSON (export one from an app's page).",
+            errors=[{"path": "$", "message": "not JSON"}],
+        ) from None
+
+
+def _not_finite(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"{text} is too large")
+    return number
+
+
+MOST_VERSION = 1_000_000
+
+
 def bundle_import(*, actor: Any, bundle: Any, name: Any = None) -> Imported:
-    """Create the actor's own app from a bundle (its definition, history and records), whole or not at all."""
+    """Create the actor's own app from a bundle (its definition, history and records), whole or not at all: the
+    definition's tests run first, outside any transaction, then the app, its history and its records are written in
+    the save's one transaction."""
     if not isinstance(bundle, dict) or bundle.get("format") != BUNDLE_FORMAT:
         raise InvalidInput(
             'This is not a Charming bundle: expected a JSON object with "format": "charming-bundle" (export one '
@@ -117,7 +144,11 @@ def bundle_import(*, actor: Any, bundle: Any, name: Any = None) -> Imported:
         )
     if bundle.get("version") != BUNDLE_VERSION:
         raise _refused("$.version", f"is {clip(bundle.get('version'), 20)}; this server reads version {BUNDLE_VERSION}")
-    definition = bundle.get("definition")
+    unstorable_text_refuse(bundle, path="$", what="The bundle")
+    versions = _versions_checked(bundle.get("versions", []))
+    # What becomes the current version is what is checked and tested now: the history's last definition, as its
+    # author wrote it (so the history reads as it did), or the bundle's export of it when there is no history.
+    definition = versions[-1]["definition"] if versions else bundle.get("definition")
     if not isinstance(definition, dict):
         raise _refused("$.definition", f"must be an app definition (an object), got {type_name(definition)}")
     definition = dict(definition)
@@ -125,7 +156,8 @@ def bundle_import(*, actor: Any, bundle: Any, name: Any = None) -> Imported:
         if not isinstance(name, str) or not name.strip() or len(name) > 200:
             raise _refused("$.name", "must be text of 1 to 200 characters")
         definition["name"] = name.strip()
-    versions = _versions_checked(bundle.get("versions", []))
+    origin = bundle.get("app")
+    origin_id = str(origin.get("id", ""))[:40] if isinstance(origin, dict) else ""
     records = bundle.get("records", [])
     if not isinstance(records, list):
         raise _refused("$.records", f"must be a list, got {type_name(records)}")
@@ -136,32 +168,34 @@ def bundle_import(*, actor: Any, bundle: Any, name: Any = None) -> Imported:
             "(CHARMING_ROUTES_MAX_RECORDS_PER_APP).",
             details=limit_details("records_per_app", limits.records_per_app),
         )
-    collections = (
-        set((definition.get("collections") or {}).keys()) if isinstance(definition.get("collections"), dict) else set()
-    )
+    declared = definition.get("collections")
+    collections = {str(key) for key in declared} if isinstance(declared, dict) else set()
     rows = _records_checked(records, collections=collections, max_bytes=limits.record_bytes)
-    with transaction.atomic():
-        saved = definition_save(actor=actor, definition=definition)
-        app = saved.app
+
+    def fill(app: App) -> None:  # in the save's transaction, after its tests ran outside it
         if versions:
-            AppVersion.objects.filter(app=app).delete()
-            AppVersion.objects.bulk_create(
-                [
-                    AppVersion(
-                        app=app,
-                        number=v["number"],
-                        author=actor if i == len(versions) - 1 else None,
-                        author_repr=str(v.get("author") or "")[:200],
-                        definition=v["definition"],
-                        changes=v.get("changes") if isinstance(v.get("changes"), dict) else {},
-                        summary=str(v.get("summary") or ""),
-                        restored_from=v.get("restored_from") if isinstance(v.get("restored_from"), int) else None,
-                    )
-                    for i, v in enumerate(versions)
-                ]
+            saved_row = AppVersion.objects.get(app=app)  # the definition this save checked: the current version
+            earlier = [
+                AppVersion(
+                    app=app,
+                    number=v["number"],
+                    author=None,
+                    author_repr=f"{str(v.get('author') or '?')[:150]} (imported)",
+                    definition=v["definition"],
+                    changes=v["changes"] if isinstance(v.get("changes"), dict) else {},
+                    summary=str(v.get("summary") or "")[:10000],
+                    restored_from=_restored_from(v.get("restored_from"), versions),
+                )
+                for v in versions[:-1]
+            ]
+            last = versions[-1]
+            # Renumbered first: the earlier versions take the numbers below it.
+            AppVersion.objects.filter(pk=saved_row.pk).update(
+                number=last["number"], summary=str(last.get("summary") or saved_row.summary)[:10000]
             )
-            App.objects.filter(pk=app.pk).update(version=versions[-1]["number"])
-            app.version = versions[-1]["number"]
+            AppVersion.objects.bulk_create(earlier)
+            App.objects.filter(pk=app.pk).update(version=last["number"])
+            app.version = last["number"]
         storage = Storage.objects.select_for_update().get(app=app)
         for start in range(0, len(rows), PAGE):
             Record.objects.bulk_create(
@@ -178,13 +212,18 @@ def bundle_import(*, actor: Any, bundle: Any, name: Any = None) -> Imported:
             actor=actor,
             action="app.import",
             app_id=app.id,
-            details={
-                "records": len(rows),
-                "versions": len(versions),
-                "from_app_id": str((bundle.get("app") or {}).get("id", ""))[:40],
-            },
+            details={"records": len(rows), "versions": len(versions), "from_app_id": origin_id},
         )
-    return Imported(app=app, records=len(rows), versions=len(versions) or 1)
+
+    saved = definition_save(actor=actor, definition=definition, within=fill)
+    return Imported(app=saved.app, records=len(rows), versions=len(versions) or 1)
+
+
+def _restored_from(value: Any, versions: list[dict[str, Any]]) -> int | None:
+    """A version's `restored_from` if it names one of the bundle's own versions; else none."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if value in {v["number"] for v in versions} else None
 
 
 def _versions_checked(versions: Any) -> list[dict[str, Any]]:
@@ -196,8 +235,8 @@ def _versions_checked(versions: Any) -> list[dict[str, Any]]:
         if not isinstance(version, dict) or not isinstance(version.get("definition"), dict):
             raise _refused(where, "must be an object with a definition")
         number = version.get("number")
-        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-            raise _refused(f"{where}.number", "must be a positive whole number")
+        if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= MOST_VERSION:
+            raise _refused(f"{where}.number", f"must be a whole number from 1 to {MOST_VERSION}")
         if numbers and number <= numbers[-1]:
             raise _refused(f"{where}.number", "must be greater than the one before (versions in order)")
         numbers.append(number)
@@ -212,7 +251,7 @@ def _records_checked(records: list[Any], *, collections: set[str], max_bytes: in
         if not isinstance(record, dict):
             raise _refused(where, f"must be an object with collection, id and data, got {type_name(record)}")
         collection, record_id, data = record.get("collection"), record.get("id"), record.get("data")
-        if collection not in collections:
+        if not isinstance(collection, str) or collection not in collections:
             raise _refused(
                 f"{where}.collection", f"'{clip(collection, 60)}' is not a collection the definition declares"
             )

@@ -8,7 +8,7 @@ import dataclasses
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -120,6 +120,7 @@ def definition_save(
     restored_from: int | None = None,
     create_missing: bool = True,
     migrate: Any = None,
+    within: Callable[[App], None] | None = None,
 ) -> SavedDefinition:
     """Save a definition (create, or replace when `app_id` names an app the actor may author), keeping it
     whole as a new AppVersion.
@@ -129,7 +130,8 @@ def definition_save(
     (`expected_version` is not the app's version; enforced by a conditional UPDATE under a row lock).
     An `app_id` no app has creates the app with that id, unless not `create_missing` (then NotFound).
     With `migrate`, the app's records are migrated too (services/record_migrations.py): with the save, or, for
-    many records, by a task queued with it.
+    many records, by a task queued with it. `within` runs in the save's transaction once the app is saved (its tests
+    ran before, outside it): what a remix or an import writes with the app, all or nothing.
     """
     parts = definition_check(definition=definition)
     migration = migration_check(migrate=migrate) if migrate is not None else None
@@ -206,6 +208,8 @@ def definition_save(
             summary=summary,
             restored_from=restored_from,
         )
+        if within is not None:
+            within(app)
     cache.forget(changed)
     return SavedDefinition(
         app=app,

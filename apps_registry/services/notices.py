@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
+from django.core.mail import send_mass_mail
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -139,14 +139,18 @@ def _mail(notice: Notice, app: App, user_ids: list[Any]) -> None:
         f"To stop these, turn off this app's notices on its page: {page}#notices\n"
     )
     people = get_user_model().objects.filter(pk__in=user_ids, is_active=True).select_related("confirmed_email")
+    addresses = []
     for person in people:
         confirmed = getattr(person, "confirmed_email", None)
-        if confirmed is None or not person.email or confirmed.email.lower() != person.email.lower():
-            continue
-        try:
-            send_mail(f"{app.name}: {notice.subject}", body, None, [person.email])
-        except Exception:  # the notice stands on the home page whether or not the mail went
-            logger.exception("notice %s: could not e-mail user %s", notice.id, person.pk)
+        if confirmed is not None and person.email and confirmed.email.lower() == person.email.lower():
+            addresses.append(person.email)
+    if not addresses:
+        return
+    subject = f"{app.name}: {notice.subject}"
+    try:  # one connection for all of them, bounded by EMAIL_TIMEOUT
+        send_mass_mail([(subject, body, None, [address]) for address in addresses], fail_silently=False)
+    except Exception:  # the notice stands on the home pages whether or not the mail went
+        logger.exception("notice %s: could not e-mail %d recipients", notice.id, len(addresses))
 
 
 # --- reading and answering them ---

@@ -182,16 +182,19 @@ def template_remix(*, actor: Any, template_id: Any, name: Any = None) -> SavedDe
     definition = copy.deepcopy(view.template.definition)
     if name is not None:
         definition["name"] = _text(name, path="$.name", most=200, required=True)
-    with transaction.atomic():
-        saved = definition_save(actor=actor, definition=definition)
-        App.objects.filter(pk=saved.app.pk).update(remixed_from=view.template)
-        saved.app.remixed_from = view.template
+    template = view.template
+
+    def link(app: App) -> None:  # in the save's transaction; its tests ran before it, outside any transaction
+        App.objects.filter(pk=app.pk).update(remixed_from=template)
+        app.remixed_from = template
         audit_record(
             actor=actor,
             action="template.remix",
-            app_id=saved.app.id,
-            details={"template_id": str(view.template.id), "from_app_id": str(view.template.app_id)},
+            app_id=app.id,
+            details={"template_id": str(template.id), "from_app_id": str(template.app_id)},
         )
+
+    saved = definition_save(actor=actor, definition=definition, within=link)
     return saved
 
 

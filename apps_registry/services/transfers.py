@@ -71,19 +71,29 @@ def app_transfer_offer(*, actor: Any, app_id: Any, to: Any) -> AppTransfer:
 
 
 def _pending(*, transfer_id: Any, **who: Any) -> AppTransfer:
-    pk = transfer_id if isinstance(transfer_id, int) else (int(transfer_id) if str(transfer_id).isdigit() else None)
-    rows = AppTransfer.objects.select_for_update().select_related("app", "to_user", "from_user")
-    transfer = None if pk is None else rows.filter(pk=pk, status=InvitationStatus.PENDING, **who).first()
-    if transfer is None:
+    """The offer waiting for `who`, with its app's row locked first (the order offer and revoke take them in), then
+    the offer's, read again under the locks."""
+    pk = _transfer_pk(transfer_id)
+    found = None if pk is None else AppTransfer.objects.filter(pk=pk, status=InvitationStatus.PENDING, **who).first()
+    if found is not None:
+        App.objects.select_for_update(of=("self",)).filter(pk=found.app_id).first()
+        rows = AppTransfer.objects.select_for_update(of=("self",)).select_related("app", "to_user", "from_user")
+        found = rows.filter(pk=found.pk, status=InvitationStatus.PENDING, **who).first()
+    if found is None:
         raise NotFound(f"No offer with id {clip(transfer_id)} is waiting for you.")
-    return transfer
+    return found
+
+
+def _transfer_pk(value: Any) -> int | None:
+    text = str(value)
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 19 else None
 
 
 @transaction.atomic
 def app_transfer_accept(*, actor: Any, transfer_id: Any) -> App:
     """The recipient takes the app over: they own it, and the former owner stays an editor."""
     transfer = _pending(transfer_id=transfer_id, to_user=actor)
-    app = App.objects.select_for_update().get(pk=transfer.app_id)
+    app = transfer.app
     if app.owner_id != transfer.from_user_id:  # owned by someone else since: the offer lapsed
         transfer.status, transfer.responded_at = InvitationStatus.REVOKED, timezone.now()
         transfer.save(update_fields=["status", "responded_at"])

@@ -24,6 +24,7 @@ from apps_registry.models import (
     Schedule,
     ScheduleRun,
     Storage,
+    Template,
 )
 from apps_registry.services.sharing import invitation_create
 from apps_registry.services.tokens import token_create
@@ -58,6 +59,7 @@ def populated(staff):
         secret_hint="whsec_Ab",
     )
     HookDelivery.objects.create(hook=hook, message="0" * 64, signed_at=timezone.now(), outcome="ok", status=200)
+    Template.objects.create(app=advisory.app, definition={"name": "Budget"}, version=1, title="Budget", author_repr="o")
     PurgeJob.objects.create(
         kind="app", target_id=advisory.app.id, target_label="Budget", requested_by=staff, requested_by_repr="staffer"
     )

@@ -68,10 +68,10 @@ def test_a_bundle_of_10000_records_imports_back_equal(owner):
     bundle = exported(owner, app)
     sam = UserFactory(username="sam")
 
-    imported = bundle_import(actor=sam, bundle=bundle, name="Sam's copy")
+    imported = bundle_import(actor=sam, bundle=bundle)
 
     copy = App.objects.get(pk=imported.app.id)
-    assert (copy.owner, copy.name, copy.version, imported.records) == (sam, "Sam's copy", app.version, RECORDS + 1)
+    assert (copy.owner, copy.name, copy.version, imported.records) == (sam, app.name, app.version, RECORDS + 1)
     assert records(copy) == records(app)
     assert versions_of(copy) == versions_of(app) and len(versions_of(copy)) == 3
     assert Storage.objects.get(app=copy).records_held == RECORDS + 1
@@ -105,7 +105,22 @@ def test_an_export_is_read_a_page_of_records_at_a_time(owner, django_assert_max_
             "the limit is 65536",
         ),
         (lambda b: b["versions"].reverse(), InvalidInput, "must be greater than the one before"),
-        (lambda b: b["definition"]["routes"]["summary"].update(kind="sideways"), InvalidDefinition, "problem"),
+        (lambda b: b["versions"][0].update(number=2**40), InvalidInput, "from 1 to 1000000"),
+        (
+            lambda b: b["records"].append({"collection": ["expenses"], "id": "x", "data": {}}),
+            InvalidInput,
+            "is not a collection the definition declares",
+        ),
+        (
+            lambda b: b["records"].append({"collection": "expenses", "id": "nul\u0000", "data": {}}),
+            InvalidInput,
+            "without NUL characters",
+        ),
+        (
+            lambda b: b["versions"][-1]["definition"]["routes"]["summary"].update(kind="sideways"),
+            InvalidDefinition,
+            "problem",
+        ),
     ],
 )
 def test_a_bad_bundle_is_refused_whole(owner, change, error, says):
@@ -164,7 +179,7 @@ def test_a_file_that_is_not_a_bundle_says_so(client, owner):
 
     answer = client.post(reverse("app_import"), {"bundle": upload}, follow=True)
 
-    assert "That file is not a Charming bundle" in answer.content.decode() and not App.objects.exists()
+    assert "That is not a Charming bundle: it is not JSON" in answer.content.decode() and not App.objects.exists()
 
 
 def test_a_signed_link_downloads_without_a_session_and_an_altered_one_does_not(client, owner):
@@ -189,8 +204,50 @@ def test_rest_exports_and_imports_a_bundle(api, user, settings):
     value = made.json()["value"]
     assert (value["name"], value["records"], value["versions"]) == ("Copy", 13, 3)
     garbage = api.generic("POST", "/api/apps/bundles/", b"[1", content_type="application/json")
-    assert garbage.status_code == 400 and "The body is not a bundle" in garbage.json()["error"]["message"]
+    assert garbage.status_code == 400 and "not a Charming bundle" in garbage.json()["error"]["message"]
     settings.CHARMING_BUNDLE_IMPORT_BYTES = 100
     too_big = api.generic("POST", "/api/apps/bundles/", body, content_type="application/json")
     assert too_big.status_code == 413 and "CHARMING_BUNDLE_IMPORT_BYTES" in too_big.json()["error"]["message"]
     assert App.objects.count() == 2
+
+
+def test_crafted_fields_are_refused_or_ignored_never_a_server_error(owner):
+    app = budget_with_history(owner, expenses=2)
+    bundle = exported(owner, app)
+    bundle["app"] = "not an object"
+    bundle["versions"][0]["restored_from"] = -1
+    bundle["versions"][1]["changes"] = ["not", "an", "object"]
+    bundle["versions"][1]["restored_from"] = [1]
+
+    imported = bundle_import(actor=owner, bundle=bundle)
+
+    rows = AppVersion.objects.filter(app=imported.app).order_by("number")
+    assert [r.restored_from for r in rows] == [None, None, None] and rows[1].changes == {}
+
+
+def test_the_current_version_is_checked_and_tested_like_any_new_app(owner):
+    app = budget_with_history(owner, expenses=1)
+    bundle = exported(owner, app)
+    collections = bundle["versions"][-1]["definition"]["collections"]
+    bundle["versions"][-1]["definition"] = {
+        "name": "unchecked",
+        "collections": collections,
+        "routes": {"r": {"kind": "x"}},
+    }
+
+    with pytest.raises(InvalidDefinition):
+        bundle_import(actor=owner, bundle=bundle)
+
+    imported = bundle_import(actor=owner, bundle=exported(owner, app))
+    current = AppVersion.objects.get(app=imported.app, number=imported.app.version)
+    assert current.author == owner
+    earlier = AppVersion.objects.filter(app=imported.app).exclude(pk=current.pk)
+    assert all(v.author_repr.endswith("(imported)") for v in earlier)
+
+
+@pytest.mark.parametrize("raw", [b'{"format": "charming-bundle", "n": NaN}', b'{"n": 1e400}', b"\xff"])
+def test_a_file_with_numbers_json_cannot_hold_is_not_a_bundle(raw):
+    from apps_registry.services.bundles import bundle_parse
+
+    with pytest.raises(InvalidInput, match="not a Charming bundle"):
+        bundle_parse(raw)
