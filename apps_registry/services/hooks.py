@@ -459,7 +459,7 @@ def hook_deliver(
         if hook is None:
             raise NotFound("No webhook at this address: it was deleted, or the URL is mistyped.")
         signature = signature_parse(signature_header)
-        _verified(hook, signature, body, now)
+        runs_as = _verified(hook, signature, body, now)
     except (NotFound, AuthenticationFailed):
         # Counted against the sender's address, and answered 429 once it sent too many; a delivery that checks out
         # is never refused for its address, so a stranger sharing it (a NAT, a hosted sender) cannot lock it out.
@@ -472,6 +472,9 @@ def hook_deliver(
     if HookDelivery.objects.filter(hook_id=hook.pk, message=message).exists():  # before any budget is spent
         raise _replay_refusal(hook, message)
     _hook_budget_take(hook)
+    # The app's budget outside the delivery's transaction (as route_run's own): inside it, the budget's row would
+    # stay locked while the route runs, and every call of the app would wait behind it.
+    app_budget_take(actor=runs_as, app_id=hook.app_id)
     failure: CharmingError | None = None
     with transaction.atomic():
         # The hook's row first (as a schedule's run takes its schedule's), then the storage's in the route: the order
@@ -481,7 +484,6 @@ def hook_deliver(
         if hook is None:
             raise NotFound("No webhook at this address: it was deleted, or the URL is mistyped.")
         runs_as = _verified(hook, signature, body, now)
-        app_budget_take(actor=runs_as, app_id=hook.app_id)
         delivery = HookDelivery(
             hook=hook,
             message=message,
