@@ -15,6 +15,7 @@ service). Both must allow a need.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from django.db import transaction
@@ -147,6 +148,33 @@ def role_check(*, app: App, role: str, need: Need) -> None:
             role=role,
             need=need,
         )
+
+
+# --- public apps: anonymous visitors (the flows: apps_registry/services/public_apps.py) ---
+
+VISITOR = "visitor"  # caller.role of an anonymous visitor of a public app (no account, no membership)
+
+
+@dataclass(frozen=True)
+class Visitor:
+    """An anonymous visitor of a public app, as the actor of a route run. `caller_id` is a pseudonym of their
+    address for this app alone (services.public_apps.visitor_for); `owner_id` is the account whose fair share
+    their CEL work takes. No account: `pk` is None, and the change log names them "visitor"."""
+
+    app_id: uuid.UUID
+    owner_id: int
+    caller_id: str
+    address_key: str
+    pk: None = None
+
+    def get_username(self) -> str:
+        return VISITOR
+
+
+def visitor_check(*, opened: list[str], op: str, kind: str) -> None:
+    """A visitor may run every query of a public app, and only the mutations its owner opened to visitors."""
+    if kind == "mutation" and op not in opened:
+        raise Forbidden("This action is not open to visitors of this app; only its members can run it.")
 
 
 def apps_visible_to(actor: Any) -> QuerySet[App]:

@@ -33,6 +33,7 @@ from apps_registry.models import (
     HookDelivery,
     Invitation,
     Membership,
+    PublicApp,
     PurgeJob,
     Record,
     Route,
@@ -41,6 +42,7 @@ from apps_registry.models import (
     Storage,
     Template,
 )
+from apps_registry.services.public_apps import public_apps_close_by_staff
 from apps_registry.services.purge_jobs import purge_jobs_enqueue
 from apps_registry.services.retention import (
     retained_until,
@@ -750,3 +752,27 @@ class TemplateAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             actor=request.user, template_ids=list(queryset.values_list("pk", flat=True)), listed=True
         )
         self.message_user(request, f"Listed {changed} template{'s' if changed != 1 else ''} again.", messages.SUCCESS)
+
+
+@admin.register(PublicApp)
+class PublicAppAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Apps made public (services/public_apps.py): staff look, and turn a page off (abuse); its owner opens,
+    changes and closes it from the app's page."""
+
+    list_display = ("handle", "app", "mutations", "opened_by", "updated_at")
+    search_fields = ("handle", "=app__id", "app__name")
+    fields = ("handle", "app", "mutations", "opened_by", "created_at", "updated_at")
+    readonly_fields = fields
+    actions = ["close_selected"]
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        # Turning a page off changes what the public sees: only staff given the change permission run it.
+        actions = super().get_actions(request)
+        if not request.user.has_perm("apps_registry.change_publicapp"):
+            actions.pop("close_selected", None)
+        return actions
+
+    @admin.action(description="Turn the selected public pages off")
+    def close_selected(self, request: HttpRequest, queryset: QuerySet[PublicApp]) -> None:
+        closed = public_apps_close_by_staff(actor=request.user, app_ids=list(queryset.values_list("pk", flat=True)))
+        self.message_user(request, f"Turned {closed} public page{'s' if closed != 1 else ''} off.", messages.SUCCESS)

@@ -582,6 +582,7 @@ class ChangeVia(models.TextChoices):
     PAGE = "page", "App page"
     SCHEDULE = "schedule", "Schedule"
     HOOK = "hook", "Webhook"
+    PUBLIC = "public", "Public page"
     INTERNAL = "internal", "Server"
 
 
@@ -838,3 +839,22 @@ class AppTransfer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.app} to {self.to_user} ({self.status})"
+
+
+class PublicApp(models.Model):
+    """An app its owner made public under a handle (services/public_apps.py): `/p/<handle>/` shows its query views to
+    anyone, and the mutations named in `mutations` are open to anonymous visitors. Turning it off deletes the row,
+    which every visitor's request (and the route lookup of each of their calls) reads: it takes effect at once."""
+
+    app = models.OneToOneField(App, on_delete=models.CASCADE, primary_key=True, related_name="public")
+    handle = models.CharField(max_length=40, unique=True)  # lowercase letters, digits, hyphens (HANDLE_PATTERN)
+    mutations = models.JSONField(default=list)  # names of the mutation routes visitors may run
+    opened_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["handle"]
+
+    def __str__(self) -> str:
+        return self.handle

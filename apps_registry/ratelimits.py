@@ -15,7 +15,9 @@ from typing import Literal
 
 from django.conf import settings
 
-LimitName = Literal["token", "app", "auth_failures", "signups", "confirmation_mails", "hook"]
+LimitName = Literal[
+    "token", "app", "auth_failures", "signups", "confirmation_mails", "hook", "visitor", "visitor_writes", "public_app"
+]
 Period = Literal["minute", "hour"]
 PERIOD_SECONDS: dict[str, float] = {"minute": 60.0, "hour": 3600.0}
 
@@ -82,6 +84,33 @@ RATE_LIMITS: tuple[RateLimit, ...] = (
         30,
         "signed deliveries to one webhook (a request refused before its signature checks out counts against its "
         "address's refused tokens instead)",
+    ),
+    RateLimit(
+        "visitor",
+        "CHARMING_RATE_VISITOR_PER_MINUTE",
+        60,
+        "CHARMING_RATE_VISITOR_BURST",
+        30,
+        "public pages' views and form posts from one client address, every public app together (an IPv6 address "
+        "counts by its /64)",
+    ),
+    RateLimit(
+        "visitor_writes",
+        "CHARMING_RATE_VISITOR_WRITES_PER_HOUR",
+        30,
+        "CHARMING_RATE_VISITOR_WRITES_BURST",
+        10,
+        "actions anonymous visitors of public apps run from one client address (an IPv6 address counts by its /64)",
+        period="hour",
+    ),
+    RateLimit(
+        "public_app",
+        "CHARMING_RATE_PUBLIC_APP_PER_MINUTE",
+        600,
+        "CHARMING_RATE_PUBLIC_APP_BURST",
+        120,
+        "public page views and form posts of one public app, all its anonymous visitors together (its members' "
+        "own calls count against its app budget instead)",
     ),
 )
 RATE_LIMIT_SETTINGS: tuple[tuple[str, int], ...] = tuple(

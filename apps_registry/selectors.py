@@ -30,6 +30,7 @@ from apps_registry.models import (
     Invitation,
     InvitationStatus,
     Membership,
+    PublicApp,
     Record,
     Role,
     Route,
@@ -236,6 +237,11 @@ def storage_usage(storages: QuerySet[Storage]) -> list[StorageUsage]:
 def feedback_sent_by(*, user: Any, app: App) -> QuerySet[Feedback]:
     """The user's own feedback on an app, newest first, with the staff answers prefetched."""
     return Feedback.objects.filter(author=user, app=app).prefetch_related("responses").order_by("-created_at", "-id")
+
+
+def public_listing_of(app: App) -> PublicApp | None:
+    """The app's public listing (services/public_apps.py), if it is public."""
+    return PublicApp.objects.filter(app=app).first()
 
 
 def routes_of(app: App) -> QuerySet[Route]:

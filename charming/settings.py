@@ -332,6 +332,10 @@ CHARMING_HOOK_ROTATION_OVERLAP_MINUTES = env.int("CHARMING_HOOK_ROTATION_OVERLAP
 # The largest bundle an import reads, in bytes (the page's upload and POST /api/apps/bundles/).
 CHARMING_BUNDLE_IMPORT_BYTES = env.int("CHARMING_BUNDLE_IMPORT_BYTES", default=33554432)
 
+# --- Public apps (apps_registry/services/public_apps.py; /p/<handle>/) ---
+# The largest form an anonymous visitor may send to an action of a public app, in bytes of its JSON params.
+CHARMING_PUBLIC_PARAMS_BYTES = env.int("CHARMING_PUBLIC_PARAMS_BYTES", default=2048)
+
 # --- Notices (apps_registry/services/notices.py): what notify steps send to an app's members ---
 # Notices one app may send in any 24 hours; past it, its notify steps are skipped (its owner is told once).
 CHARMING_NOTICES_PER_APP_PER_DAY = env.int("CHARMING_NOTICES_PER_APP_PER_DAY", default=50)

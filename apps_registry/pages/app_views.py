@@ -51,6 +51,7 @@ from apps_registry.selectors import (
     feedback_sent_by,
     invitations_pending_of,
     members_of,
+    public_listing_of,
     record_choices_of,
     record_counts_of,
     record_label_field,
@@ -62,7 +63,7 @@ from apps_registry.selectors import (
 from apps_registry.services.apps import app_delete, app_delete_check
 from apps_registry.services.feedback import feedback_send
 from apps_registry.services.notices import notices_muted
-from apps_registry.services.routes import route_run
+from apps_registry.services.routes import RouteResult, route_run
 from apps_registry.services.transfers import transfer_pending_of
 
 # The result of the last successful mutation, shown once, next to the form or the row it came from.
@@ -71,7 +72,7 @@ RECORDS_PER_PAGE = 25
 RECENT_RECORDS = 5  # rows of each collection in the start view's "Recently added"
 PICKER_CHOICES = 200  # records a picker lists at once; more get a search box
 APP_NOT_FOUND = "No app with this id exists, or it is not shared with you."
-_PLACE = re.compile(r"^(action|view|recent)-[A-Za-z0-9_-]{1,120}$")
+PLACE_PATTERN = re.compile(r"^(action|view|recent)-[A-Za-z0-9_-]{1,120}$")
 
 
 @dataclass
@@ -94,6 +95,7 @@ class RowAction:
     param: str
     destructive: bool
     extra: dict[str, Any]  # the input schema of the params asked for on the row
+    submit_url: str = ""  # where its form posts
 
 
 @dataclass
@@ -131,6 +133,7 @@ class MutationPanel:
     notice: Notice | None = None
     place: str = ""
     destructive: bool = False  # its button is drawn as a danger
+    submit_url: str = ""  # where its form posts
 
 
 @dataclass
@@ -158,7 +161,8 @@ def refusal_page(request: HttpRequest, app: App, error: CharmingError) -> HttpRe
 
 class PageContext:
     """What the panels of one rendering share: the app, the filters, the titles of its routes (for words),
-    and the pickers' choices (read once per collection)."""
+    and the pickers' choices (read once per collection). A member's page; pages/public_views.py's visitor page
+    overrides how views run, which actions it offers and where forms go."""
 
     def __init__(
         self, request: HttpRequest, app: App, routes: list[Route], query: QueryDict, *, can_mutate: bool
@@ -171,6 +175,46 @@ class PageContext:
         self.titles = {r.name: route_title(r) for r in routes}
         self._choices: dict[tuple[str, str], tuple[int, list[tuple[str, str]], str]] = {}
         self._rows = 0  # rows given actions so far: their forms' ids stay unique on the page
+        self.page_url = reverse("app_page", args=[app.id])  # the page itself: filters and pages link to it
+
+    def submit_url(self, op: str) -> str:
+        return reverse("app_route_submit", args=[self.app.id, op])
+
+    def query_run(self, op: str, params: dict[str, Any]) -> RouteResult:
+        return route_run(actor=self.request.user, app_id=self.app.id, op=op, params=params, kind="query")
+
+    def offers(self, route: Route) -> bool:
+        """Whether this page offers the mutation `route` (its form, a row's button)."""
+        return self.can_mutate
+
+    def records_of(self, route: Route) -> dict[str, str]:
+        """The route's params that name a record, drawn as pickers of their collection."""
+        return record_params(route)
+
+    def mutation_panels(self, *, failed: tuple[str, SchemaForm] | None = None) -> list[MutationPanel]:
+        """The forms of the mutations this page offers (those with a form); `failed`: a form sent back with errors."""
+        panels = []
+        for route in self.routes.values():
+            if route.kind != "mutation" or not route_hints(route).form or not self.offers(route):
+                continue
+            if failed is not None and failed[0] == route.name:
+                form = failed[1]
+            else:
+                form = schema_form(
+                    route.input_schema_ordered, id_prefix=f"m-{route.name}", records=self.records_of(route)
+                )
+            panels.append(
+                MutationPanel(
+                    route=route,
+                    title=route_title(route),
+                    form=self.pickers_fill(form),
+                    help=self.words(route),
+                    place=f"action-{route.name}",
+                    destructive=is_destructive(route),
+                    submit_url=self.submit_url(route.name),
+                )
+            )
+        return panels
 
     def words(self, route: Route) -> str:
         hints = route_hints(route)
@@ -204,11 +248,9 @@ class PageContext:
 
     def row_actions(self, names: list[tuple[str, str]]) -> list[RowAction]:
         actions: list[RowAction] = []
-        if not self.can_mutate:
-            return actions
         for name, param in names:
             route = self.routes.get(name)
-            if route is None or route.kind != "mutation":
+            if route is None or route.kind != "mutation" or not self.offers(route):
                 continue
             schema: dict[str, Any] = route.input_schema_ordered if isinstance(route.input_schema_ordered, dict) else {}
             declared = schema.get("properties")
@@ -221,7 +263,12 @@ class PageContext:
             }
             actions.append(
                 RowAction(
-                    route=route, title=self.titles[name], param=param, destructive=is_destructive(route), extra=extra
+                    route=route,
+                    title=self.titles[name],
+                    param=param,
+                    destructive=is_destructive(route),
+                    extra=extra,
+                    submit_url=self.submit_url(name),
                 )
             )
         return sorted(actions, key=lambda action: action.destructive)  # the ones that delete last
@@ -243,7 +290,7 @@ class PageContext:
                 continue
             self._rows += 1
             for action in actions:
-                records = {k: v for k, v in record_params(action.route).items() if k != action.param}
+                records = {k: v for k, v in self.records_of(action.route).items() if k != action.param}
                 form = schema_form(action.extra, id_prefix=f"r{self._rows}-{action.route.name}", records=records)
                 for spec in form.fields:  # what the row holds now, to change (a rename starts from the title)
                     current = row.data.get(spec.name)
@@ -252,14 +299,14 @@ class PageContext:
                 row.actions.append(RowForm(action=action, form=self.pickers_fill(form), row_id=row.id))
 
 
-def _query_panel(page: PageContext, route: Route) -> QueryPanel:
-    query, app = page.query, page.app
+def query_panel(page: PageContext, route: Route) -> QueryPanel:
+    query = page.query
     prefix = f"{route.name}."
     rows_key = f"{route.name}:rows"
     paged = is_paged(route.input_schema_ordered, route.output_schema_ordered)
     input_schema = without_cursor(route.input_schema_ordered) if paged else route.input_schema_ordered
     form = page.pickers_fill(
-        schema_form(input_schema, id_prefix=f"q-{route.name}", prefix=prefix, records=record_params(route))
+        schema_form(input_schema, id_prefix=f"q-{route.name}", prefix=prefix, records=page.records_of(route))
     )
     cursor_key = prefix + CURSOR
     carry = [
@@ -281,12 +328,12 @@ def _query_panel(page: PageContext, route: Route) -> QueryPanel:
     cursor = query.get(cursor_key, "")[:4096] if paged else ""
     params = {**form.params, CURSOR: cursor} if cursor else form.params
     try:
-        result = route_run(actor=page.request.user, app_id=app.id, op=route.name, params=params, kind="query")
+        result = page.query_run(route.name, params)
     except InvalidInput as error:
         if cursor and any(e.get("path") == f"$.{CURSOR}" for e in error.errors or []):
             # An altered or outdated page link: the person can only start again from the first page.
             panel.error = "This page link no longer works: start again from the first page."
-            panel.first_url = _view_url(app, route, [(k, v) for k, vs in query.lists() if k != cursor_key for v in vs])
+            panel.first_url = _view_url(page, route, [(k, v) for k, vs in query.lists() if k != cursor_key for v in vs])
             return panel
         errors_place(form, error.errors, fallback=friendly_error(error.message))
         panel.error = "Check the filter." if any(f.errors for f in form.all_fields()) else ""
@@ -299,9 +346,9 @@ def _query_panel(page: PageContext, route: Route) -> QueryPanel:
             value, output_schema, next_cursor = page_parts(value, output_schema)
             others = [(key, item) for key, items in query.lists() if key != cursor_key for item in items]
             if next_cursor:
-                panel.next_url = _view_url(app, route, [*others, (cursor_key, next_cursor)])
+                panel.next_url = _view_url(page, route, [*others, (cursor_key, next_cursor)])
             if cursor:
-                panel.first_url = _view_url(app, route, others)
+                panel.first_url = _view_url(page, route, others)
         number = _int(query.get(rows_key, "1"))
         panel.view = result_view(
             value, output_schema, view=hints.view, columns=hints.columns, chart=hints.chart, page=number
@@ -309,9 +356,9 @@ def _query_panel(page: PageContext, route: Route) -> QueryPanel:
         if panel.view.pages > 1:
             others = [(key, item) for key, items in query.lists() if key != rows_key for item in items]
             if panel.view.page > 1:
-                panel.rows_prev_url = _view_url(app, route, [*others, (rows_key, str(panel.view.page - 1))])
+                panel.rows_prev_url = _view_url(page, route, [*others, (rows_key, str(panel.view.page - 1))])
             if panel.view.page < panel.view.pages:
-                panel.rows_next_url = _view_url(app, route, [*others, (rows_key, str(panel.view.page + 1))])
+                panel.rows_next_url = _view_url(page, route, [*others, (rows_key, str(panel.view.page + 1))])
         page.rows_act(panel.view, page.row_actions(list(hints.row_actions)), place)
     return panel
 
@@ -384,24 +431,9 @@ def app_page_render(
     page = PageContext(request, app, routes, query, can_mutate=can_mutate)
     # The author's start view first (a stable sort keeps the others by name).
     ordered = sorted((r for r in routes if r.kind == "query"), key=lambda r: not route_hints(r).start)
-    queries = [_query_panel(page, r) for r in ordered]
-    mutation_routes = [r for r in routes if r.kind == "mutation" and route_hints(r).form] if can_mutate else []
-    mutations = []
-    for r in mutation_routes:
-        if failed is not None and failed[0] == r.name:
-            form = failed[1]
-        else:
-            form = schema_form(r.input_schema_ordered, id_prefix=f"m-{r.name}", records=record_params(r))
-        mutations.append(
-            MutationPanel(
-                route=r,
-                title=route_title(r),
-                form=page.pickers_fill(form),
-                help=page.words(r),
-                place=f"action-{r.name}",
-                destructive=is_destructive(r),
-            )
-        )
+    queries = [query_panel(page, r) for r in ordered]
+    mutations = page.mutation_panels(failed=failed)
+    mutation_routes = [panel.route for panel in mutations]
     counts = record_counts_of(app)
     # Collections a view lists without being asked (it needs no filter, and returns their records) are not
     # repeated as "Recently added"; a view that waits for a filter (expenses of one category) does not count.
@@ -441,6 +473,7 @@ def app_page_render(
         "notices_muted": notices_muted(user=request.user, app_id=app.id),
         "transfer": transfer_pending_of(actor=request.user, app_id=app.id) if role_allows(role, "own") else None,
         "can_mutate": can_mutate,
+        **_public_context(request, app, routes),
         "queries": queries,
         "mutations": mutations,
         "recent": recent,
@@ -448,6 +481,7 @@ def app_page_render(
         "has_records": any(counts.values()),
         "lead": people_text(app.description, page.titles),
         "back": query.urlencode(),
+        "page_url": page.page_url,
         "advisories": list(advisories_for_users(app)),
         "feedback": list(feedback_sent_by(user=request.user, app=app)),
         "feedback_errors": feedback_errors or [],
@@ -468,6 +502,17 @@ def app_page_render(
     if getattr(request, "htmx", False) and status >= 400:
         status = 200
     return render(request, "apps/app_detail.html", context, status=status)
+
+
+def _public_context(request: HttpRequest, app: App, routes: list[Route]) -> dict[str, Any]:
+    """The Public page card: the listing, its address, and the actions the owner may open to visitors."""
+    public = public_listing_of(app)
+    opened = set(public.mutations) if public is not None else set()
+    return {
+        "public": public,
+        "public_url": request.build_absolute_uri(reverse("public_page", args=[public.handle])) if public else "",
+        "public_choices": [(r.name, route_title(r), r.name in opened) for r in routes if r.kind == "mutation"],
+    }
 
 
 def _members_context(
@@ -516,7 +561,7 @@ def route_submit(request: HttpRequest, app_id: uuid.UUID, op: str) -> HttpRespon
         raise Http404("This app has no such action.")
     back = request.POST.get("_back", "")[:2000]
     place = request.POST.get("_place", "")
-    place = place if _PLACE.match(place) else f"action-{op}"
+    place = place if PLACE_PATTERN.match(place) else f"action-{op}"
     row_label = request.POST.get("_row", "")[:60]
     form = form_parse(
         schema_form(route.input_schema_ordered, id_prefix=f"m-{route.name}", records=record_params(route)),
@@ -539,24 +584,8 @@ def route_submit(request: HttpRequest, app_id: uuid.UUID, op: str) -> HttpRespon
         )
     except AccessDenied as error:
         return refusal_page(request, app, error)
-    except InvalidInput as error:
-        errors_place(form, error.errors, fallback=friendly_error(error.message))
-        return failure(400)
-    except HandlerError as error:
-        titles = {r.name: route_title(r) for r in routes_of(app)}
-        message = people_text(error.message, titles, agent_only=False)
-        target = field_place_detail(form, error.details)
-        if target is not None:
-            target.errors.append(message)
-        else:
-            form.errors.append(message)
-        return failure(422)
-    except UnknownOp as error:
-        form.errors.append(error.message)
-        return failure(400)
     except CharmingError as error:
-        form.errors.append(error.message)
-        return failure(error.http_status)
+        return failure(form_refusal(form, error, app))
     request.session[LAST_RESULT_SESSION_KEY] = {
         "app": str(app.id),
         "op": op,
@@ -565,6 +594,22 @@ def route_submit(request: HttpRequest, app_id: uuid.UUID, op: str) -> HttpRespon
         "row": row_label,
     }
     return redirect(_page_url(app, back) + f"#{place}")
+
+
+def form_refusal(form: SchemaForm, error: CharmingError, app: App) -> int:
+    """Put a refused action's error in its form, in people's words (beside the field it is about, when it says):
+    the status to answer with."""
+    if isinstance(error, InvalidInput):
+        errors_place(form, error.errors, fallback=friendly_error(error.message))
+        return 400
+    if isinstance(error, HandlerError):
+        titles = {r.name: route_title(r) for r in routes_of(app)}
+        message = people_text(error.message, titles, agent_only=False)
+        target = field_place_detail(form, error.details)
+        (target.errors if target is not None else form.errors).append(message)
+        return 422
+    form.errors.append(error.message)
+    return 400 if isinstance(error, UnknownOp) else error.http_status
 
 
 @never_cache
@@ -582,8 +627,8 @@ def picker_options(request: HttpRequest, app_id: uuid.UUID, collection: str) -> 
     return render(request, "apps/_picker_options.html", context)
 
 
-def _view_url(app: App, route: Route, query: list[tuple[str, str]]) -> str:
-    return f"{reverse('app_page', args=[app.id])}?{urlencode(query)}#view-{route.name}"
+def _view_url(page: PageContext, route: Route, query: list[tuple[str, str]]) -> str:
+    return f"{page.page_url}?{urlencode(query)}#view-{route.name}"
 
 
 def _page_url(app: App, back: str) -> str:

@@ -18,14 +18,13 @@ from django.template.loader import render_to_string
 from apps_registry.access import app_for, role_allows
 from apps_registry.exceptions import CharmingError, UnknownOp
 from apps_registry.models import App, Route
-from apps_registry.pages.actions import is_destructive, record_params, shown_collections
+from apps_registry.pages.actions import record_params, shown_collections
 from apps_registry.pages.app_views import (
-    MutationPanel,
     PageContext,
     QueryPanel,
-    _query_panel,
     _recent_panels,
     collection_hidden,
+    query_panel,
 )
 from apps_registry.pages.hints import route_hints, route_title
 from apps_registry.pages.paging import CURSOR, is_paged, without_cursor
@@ -168,21 +167,9 @@ def _render(actor: Any, app: App, role: str, routes: list[Route], ordered: list[
     request.user = actor
     can_mutate = role_allows(role, "mutate")
     page = PageContext(request, app, routes, filters, can_mutate=can_mutate)
-    queries: list[QueryPanel] = [_query_panel(page, r) for r in ordered]
-    mutation_routes = [r for r in routes if r.kind == "mutation" and route_hints(r).form] if can_mutate else []
-    mutations = [
-        MutationPanel(
-            route=r,
-            title=route_title(r),
-            form=page.pickers_fill(
-                schema_form(r.input_schema_ordered, id_prefix=f"m-{r.name}", records=record_params(r))
-            ),
-            help=page.words(r),
-            place=f"action-{r.name}",
-            destructive=is_destructive(r),
-        )
-        for r in mutation_routes
-    ]
+    queries: list[QueryPanel] = [query_panel(page, r) for r in ordered]
+    mutations = page.mutation_panels()
+    mutation_routes = [panel.route for panel in mutations]
     counts = record_counts_of(app)
     shown = {
         c
@@ -202,6 +189,7 @@ def _render(actor: Any, app: App, role: str, routes: list[Route], ordered: list[
         "has_records": any(n for name, n in counts.items() if not collection_hidden(app, name)),
         "lead": people_text(app.description, page.titles),
         "back": "",
+        "page_url": page.page_url,
     }
     # No request, so no CSRF token in the row forms: they never post to Charming (the App script sends them as
     # tools/call, with the user's token).

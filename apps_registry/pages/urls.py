@@ -12,6 +12,7 @@ from apps_registry.pages import (
     hook_views,
     live,
     notice_views,
+    public_views,
     schedule_views,
     sharing_views,
     template_views,
@@ -112,6 +113,10 @@ urlpatterns = [
     path("templates/<uuid:template_id>/", template_views.template_page, name="template_page"),
     path("templates/<uuid:template_id>/remix/", template_views.remix_submit, name="template_remix"),
     path("apps/<uuid:app_id>/template/", template_views.app_template_page, name="app_template"),
+    # --- Public apps (apps_registry/pages/public_views.py): anyone's page of an app made public, the owner's card ---
+    path("p/<str:handle>/", public_views.public_page, name="public_page"),
+    path("p/<str:handle>/run/<str:op>/", public_views.public_route_submit, name="public_route_submit"),
+    path("apps/<uuid:app_id>/public/", public_views.public_settings_submit, name="app_public"),
     # --- Notices (apps_registry/pages/notice_views.py): read on the home page, turned off per app ---
     path("notices/read/", notice_views.notices_read_all_submit, name="notices_read_all"),
     path("notices/<int:receipt_id>/read/", notice_views.notice_read_submit, name="notice_read"),

@@ -36,10 +36,11 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import connection
 
+from apps_registry.access import Visitor
 from apps_registry.exceptions import AuthenticationFailed, RateLimited
 from apps_registry.models import App, Membership, RateBudget
 from apps_registry.plans import plan_stable
-from apps_registry.ratelimits import Rate, current_rate
+from apps_registry.ratelimits import LimitName, Rate, current_rate
 from apps_registry.routes import celworker
 from apps_registry.values import parse_uuid
 
@@ -479,4 +480,32 @@ def cel_share(*, actor: Any) -> contextlib.AbstractContextManager[None]:
     process's evaluating children at once (routes/celworker.py `share`); one more is refused at once (the engine
     answers rate_limited) rather than queued before other accounts' calls. Per process, because the children are:
     each process's are shared the same way."""
-    return celworker.share(str(actor.pk), int(getattr(settings, "CHARMING_CEL_WORKERS_PER_USER", 1)))
+    account = actor.owner_id if isinstance(actor, Visitor) else actor.pk  # visitors' work: the app owner's share
+    return celworker.share(str(account), int(getattr(settings, "CHARMING_CEL_WORKERS_PER_USER", 1)))
+
+
+# --- anonymous visitors of public apps (services/public_apps.py) ---
+
+
+def visitor_budget_take(*, address_key: str, app_id: uuid.UUID, write: bool, now: float | None = None) -> None:
+    """Count one request of a public app's visitor: against their address's budget (every public app together) and
+    the app's (all its visitors together); an action also against their address's budget of actions. RateLimited,
+    worded for a person, when one is spent; then nothing ran."""
+    address = address_key.removeprefix("auth:")
+    budgets: list[tuple[LimitName, str, str]] = [
+        ("visitor", f"visitor:{address}", "You opened public pages too often from your network address"),
+        ("public_app", f"public:{app_id}", "This public app has too many visitors at the moment"),
+    ]
+    if write:  # last: a request refused by the others spends none of the address's actions
+        budgets.append(("visitor_writes", f"visitor-writes:{address}", "You sent many forms to public apps"))
+    for name, key, what in budgets:
+        rate = current_rate(name)
+        wait = rate_budget_take(key=key, rate=rate, now=now)
+        if wait is not None:
+            seconds = retry_after_seconds(wait)
+            raise RateLimited(
+                f"{what} (its limit: {_limits_text(rate)}). Nothing was done; try again in {_wait_text(seconds)}.",
+                limit=rate.limit.name,
+                retry_after_seconds=seconds,
+                details=rate.details(seconds),
+            )

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from django.db import DatabaseError, connection, transaction
 
-from apps_registry.access import Need, app_for, role_check
+from apps_registry.access import VISITOR, Need, Visitor, app_for, role_check
 from apps_registry.exceptions import (
     AppMigrating,
     CommitUnconfirmed,
@@ -17,9 +17,20 @@ from apps_registry.exceptions import (
     RouteKindMismatch,
     RouteNotFound,
     RouteRemoved,
+    app_not_found,
     unstorable_text_refuse,
 )
-from apps_registry.models import Advisory, App, ChangeVia, Feedback, FeedbackResponse, Membership, Route, Storage
+from apps_registry.models import (
+    Advisory,
+    App,
+    ChangeVia,
+    Feedback,
+    FeedbackResponse,
+    Membership,
+    PublicApp,
+    Route,
+    Storage,
+)
 from apps_registry.plans import plan_stable
 from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
@@ -76,6 +87,9 @@ def route_run(
     `budget_taken`: the caller already counted this run against the app's budget (`app_budget_take`), outside its
     own transaction (a schedule's run, which holds one around this call).
 
+    `actor` may be an `access.Visitor` (services.public_apps, which decides what a visitor may run and counts their
+    budgets): the lookup then finds the app only while it is public, and no membership is read.
+
     A mutation with an `idempotency_key` already committed (same caller, app, route, params) within the window
     returns that first call's result (`replayed`) instead of running again; queries ignore the key.
     With `advisories`, the result also carries the advisories a transport shows with it (services.advisories),
@@ -88,7 +102,8 @@ def route_run(
     # Before the mutation's transaction, so the budget's row is not held while the route runs.
     if not budget_taken:
         app_budget_take(actor=actor, app_id=app_id)
-    with cel_share(actor=actor):  # the caller's share of this process's CEL worker processes
+    # The caller's share of this process's CEL worker processes (a visitor's: the app owner's).
+    with cel_share(actor=actor):
         return _route_run_retrying(
             actor=actor,
             app_id=app_id,
@@ -181,6 +196,8 @@ def _route_run(
 ) -> RouteResult:
     # The hot path: the caller's role, the app, its storage and the route's version in one query.
     found = _route_for_call(actor=actor, app_id=app_id, op=op, hold_storage=kind == "mutation", advisories=notes)
+    if found is None and isinstance(actor, Visitor):  # no longer public (turned off since the page was drawn)
+        raise app_not_found(app_id)
     if found is None:
         # NotFound for missing and invisible apps, AccessDenied for a role without the need.
         app, role = app_for(actor=actor, app_id=app_id, need=NEED_FOR_KIND[kind])
@@ -189,7 +206,8 @@ def _route_run(
             raise _no_storage(app)
         raise RouteNotFound(app_id=app.id, app_name=app.name, op=clip(op, OP_CHARS), routes=names)
     app, role = found.app, found.role
-    role_check(app=app, role=role, need=NEED_FOR_KIND[kind])
+    if not isinstance(actor, Visitor):  # a visitor's runs were decided by access.visitor_check
+        role_check(app=app, role=role, need=NEED_FOR_KIND[kind])
     if found.kind != kind:
         raise RouteKindMismatch(op=op, route_kind=found.kind, called_kind=kind)
     if kind == "mutation" and app.migrating:
@@ -215,7 +233,7 @@ def _route_run(
     value = run_route(
         compiled,
         params={} if params is None else params,
-        caller={"id": str(actor.pk), "role": role},
+        caller={"id": actor.caller_id if isinstance(actor, Visitor) else str(actor.pk), "role": role},
         app_id=str(app.id),
         # A mutation runs in route_run's transaction, which any error rolls back whole: no savepoint of its own.
         store=SqlStore(
@@ -258,10 +276,10 @@ class _RouteForCall:
     advisories: AdvisoryState | None  # when asked for
 
 
-_ROUTE_FOR_CALL_SQL: dict[tuple[bool, bool], str] = {}
+_ROUTE_FOR_CALL_SQL: dict[tuple[bool, bool, bool], str] = {}
 
 
-def _route_for_call_sql(*, hold_storage: bool, advisories: bool) -> str:
+def _route_for_call_sql(*, hold_storage: bool, advisories: bool, visitor: bool = False) -> str:
     # Hand-written once: building this join with the ORM cost ~5x a call's CEL and validation together.
     # It joins the caller's membership (as apps_registry.access.apps_visible_to does) and reads the role;
     # whether that role may run the route is still decided by access.role_check.
@@ -276,7 +294,11 @@ def _route_for_call_sql(*, hold_storage: bool, advisories: bool) -> str:
     # advisories (a transport's result): what services.advisories.AdvisoryState needs, in the same query: the
     # open advisories' count, newest id and latest change (an index range on the app's advisories), and
     # whether a staff answer to the caller's feedback on the app is unread.
-    if (hold_storage, advisories) not in _ROUTE_FOR_CALL_SQL:
+    #
+    # visitor (an anonymous visitor of a public app): the app's public listing joined instead of a membership, so a
+    # call finds the app only while it is public (turning it off takes effect at the next lookup); role "visitor".
+    assert not (visitor and advisories), "a visitor has no advisories"
+    if (hold_storage, advisories, visitor) not in _ROUTE_FOR_CALL_SQL:
         quote = connection.ops.quote_name
         route, app, membership, storage = (quote(model._meta.db_table) for model in (Route, App, Membership, Storage))
         lock = " FOR KEY SHARE OF s" if hold_storage and connection.vendor == "postgresql" else ""
@@ -291,18 +313,25 @@ def _route_for_call_sql(*, hold_storage: bool, advisories: bool) -> str:
                 f", EXISTS (SELECT 1 FROM {response} fr JOIN {feedback} f ON f.id = fr.feedback_id "
                 "WHERE f.app_id = a.id AND f.author_id = m.user_id AND fr.read_at IS NULL) AS answers_unread"
             )
-        _ROUTE_FOR_CALL_SQL[(hold_storage, advisories)] = plan_stable(
+        if visitor:
+            public = quote(PublicApp._meta.db_table)
+            caller = f"JOIN {public} p ON p.app_id = a.id "
+            role = f"'{VISITOR}'"
+        else:
+            caller = f"JOIN {membership} m ON m.app_id = a.id AND m.user_id = %s "
+            role = "m.role"
+        _ROUTE_FOR_CALL_SQL[(hold_storage, advisories, visitor)] = plan_stable(
             # The app's columns by name, not a.*: a prepared statement then outlives a migration adding a column.
             f"SELECT {columns_of(App).select('a')}, "
             "r.id AS route_pk, r.version AS route_version, r.updated_at AS route_updated_at, "
-            f"r.kind AS route_kind, m.role AS caller_role, s.id AS storage_pk{notes} "
+            f"r.kind AS route_kind, {role} AS caller_role, s.id AS storage_pk{notes} "
             f"FROM {route} r JOIN {app} a ON a.id = r.app_id "
-            f"JOIN {membership} m ON m.app_id = a.id AND m.user_id = %s "
+            f"{caller}"
             # An inner join when locking: PostgreSQL locks no row on the nullable side of an outer join.
             f"{'JOIN' if hold_storage else 'LEFT JOIN'} {storage} s ON s.app_id = a.id "
             f"WHERE r.app_id = %s AND r.name = %s LIMIT 1{lock}"
         )
-    return _ROUTE_FOR_CALL_SQL[(hold_storage, advisories)]
+    return _ROUTE_FOR_CALL_SQL[(hold_storage, advisories, visitor)]
 
 
 def _route_for_call(
@@ -313,9 +342,12 @@ def _route_for_call(
     app_uuid = parse_uuid(app_id)
     if app_uuid is None:
         return None
-    params = [actor.pk, App._meta.pk.get_db_prep_value(app_uuid, connection), op]  # type: ignore[union-attr]
+    visitor = isinstance(actor, Visitor)
+    params = [App._meta.pk.get_db_prep_value(app_uuid, connection), op]  # type: ignore[union-attr]
+    if not visitor:
+        params.insert(0, actor.pk)
     with connection.cursor() as cursor:
-        cursor.execute(_route_for_call_sql(hold_storage=hold_storage, advisories=advisories), params)
+        cursor.execute(_route_for_call_sql(hold_storage=hold_storage, advisories=advisories, visitor=visitor), params)
         row = cursor.fetchone()
     if row is None:
         return None
