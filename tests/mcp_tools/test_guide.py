@@ -221,3 +221,20 @@ def test_the_guides_export_example_calls_the_tool_as_its_contract_takes_it():
     assert section is not None and "`export_app {app_id:" in section.group(1)
     schema = tool_named("export_app").contract["inputSchema"]
     assert list(Draft202012Validator(schema).iter_errors({"app_id": "16e11369-d40c-40c3-af10-adf5e28fe88b"})) == []
+
+
+def test_the_guides_public_pages_example_lets_each_visitor_vote_once(user):
+    from apps_registry.exceptions import HandlerError
+    from apps_registry.services.definitions import app_definition_save
+    from apps_registry.services.public_apps import public_app_set, public_route_run, public_visit
+
+    block = re.search(r"## Public pages: a guest book, a poll\n.*?```json\n(.*?)```", guide_text(), re.S).group(1)
+    routes = json.loads("{" + block + "}")
+    app = app_definition_save(actor=user, definition={"name": "Poll", "collections": {"votes": {}}, "routes": routes})
+    public_app_set(actor=user, app_id=app.id, handle="first-dance", mutations=["vote"])
+    visit = public_visit(handle="first-dance", address="203.0.113.5")
+    public_route_run(visit=visit, op="vote", params={"song": "At Last"}, kind="mutation")
+    with pytest.raises(HandlerError, match="You have voted already."):
+        public_route_run(visit=visit, op="vote", params={"song": "Moon River"}, kind="mutation")
+    other = public_visit(handle="first-dance", address="198.51.100.7")
+    public_route_run(visit=other, op="vote", params={"song": "Moon River"}, kind="mutation")
