@@ -29,6 +29,7 @@ VIA_WORDS = {
     "page": "this page",
     "schedule": "a schedule",
     "hook": "a webhook",
+    "public": "its public page",
     "internal": "the server",
 }
 ACTION_WORDS = {"restored": "put back", "recreated": "brought back", "deleted": "removed again"}

@@ -29,7 +29,7 @@ def _with_article(role: str) -> str:
     return f"an {role}" if role[0] in "aeiou" else f"a {role}"
 
 
-def _user_named(identifier: object) -> Any:
+def user_named(identifier: object) -> Any:
     """The active user with this username, or else this email (case-insensitive) once its account has confirmed
     it; InvalidInput if none.
 
@@ -78,7 +78,7 @@ def invitation_create(*, actor: Any, app_id: uuid.UUID | str, invitee: str, role
     """
     app, _role = app_for(actor=actor, app_id=app_id, need="own", for_update=True)
     shareable_role_check(role)
-    user = _user_named(invitee)
+    user = user_named(invitee)
     if user.pk == app.owner_id:
         raise InvalidInput(
             f"You own app '{app.name}': its one owner cannot be invited to it.",

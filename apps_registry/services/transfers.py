@@ -3,7 +3,7 @@
 A transfer is an offer, like an invitation: the owner names someone (a username, or an e-mail address its account
 confirmed), nothing changes until they accept, and the owner can take it back meanwhile. Accepting makes them the
 owner (its records, members, schedules, webhooks and template come with it) and the former owner an editor, who can
-leave. One offer waits per app. The recipient's own limits apply: an app whose schedules or webhooks would take
+leave. One offer waits per app. The recipient's own limits apply: an app whose schedules, webhooks or declared indexes would take
 them over their per-owner counts is refused with the count.
 """
 
@@ -19,8 +19,10 @@ from django.utils import timezone
 from apps_registry.access import app_for
 from apps_registry.exceptions import InvalidInput, NotFound, OperationFailed, unstorable_text_refuse
 from apps_registry.models import App, AppTransfer, Hook, InvitationStatus, Membership, Role, Schedule, Storage
+from apps_registry.routes.limits import current_limits
 from apps_registry.services.apps import audit_record
-from apps_registry.services.sharing import _user_named
+from apps_registry.services.collection_indexes import declared_index_keys
+from apps_registry.services.sharing import user_named
 from apps_registry.values import clip
 
 
@@ -49,7 +51,7 @@ def app_rename(*, actor: Any, app_id: Any, name: Any) -> App:
 def app_transfer_offer(*, actor: Any, app_id: Any, to: Any) -> AppTransfer:
     """The owner offers their app to someone; it is theirs once they accept."""
     app, _role = app_for(actor=actor, app_id=app_id, need="own", for_update=True)
-    recipient = _user_named(to)
+    recipient = user_named(to)
     if recipient.pk == actor.pk:
         raise InvalidInput(
             "You own this app already: name someone else.", errors=[{"path": "$.user", "message": "is you"}]
@@ -116,6 +118,20 @@ def app_transfer_accept(*, actor: Any, transfer_id: Any) -> App:
 
 
 def _counts_check(*, app: App, recipient: Any) -> None:
+    coming_indexes = len(declared_index_keys(app.collections))
+    if coming_indexes:  # every declared index costs the shared records table: the per-owner limit is the recipient's
+        most = current_limits().indexes_per_owner
+        theirs = sum(
+            len(declared_index_keys(declared))
+            for declared in App.objects.filter(owner=recipient).values_list("collections", flat=True)
+        )
+        if theirs + coming_indexes > most:
+            raise OperationFailed(
+                f"Taking app '{app.name}' over would give your apps {theirs + coming_indexes} declared indexes; one "
+                f"owner's apps may declare {most} (CHARMING_ROUTES_MAX_INDEXES_PER_OWNER). Drop some from your apps' "
+                "collections first, or ask the owner to drop this app's.",
+                details={"limit": "indexes_per_owner", "max": most},
+            )
     for model, setting, what in (
         (Schedule, "CHARMING_SCHEDULES_PER_OWNER", "schedules"),
         (Hook, "CHARMING_HOOKS_PER_OWNER", "webhooks"),

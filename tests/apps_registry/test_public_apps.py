@@ -69,6 +69,12 @@ def test_a_visitors_action_runs_as_a_visitor_and_the_log_says_so(client, book):
     assert entry["name"] == "Ann" and entry["role"] == "visitor" and entry["by"].startswith("visitor-")
     change = Change.objects.get(app=book)
     assert (change.via, change.actor_id, change.actor_repr) == ("public", None, "visitor")
+    client.force_login(book.owner)
+    assert (
+        "by <strong>visitor</strong> through its public page"
+        in client.get(reverse("app_activity", args=[book.id])).content.decode()
+    )
+    client.logout()
     shown = client.get(done["Location"]).content.decode()
     assert "Sign the guest book: done." in shown
     # The note is signed: an altered one is ignored.

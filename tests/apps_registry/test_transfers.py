@@ -134,3 +134,25 @@ def test_the_pages_offer_accept_and_rename(client, rosa, sam, budget):
     taken = client.post(reverse("transfer_answer", args=[offer.pk]), {"do": "accept"}, follow=True)
     assert "“Our budget” is yours now." in taken.content.decode()
     assert App.objects.get(pk=budget.pk).owner == sam
+
+
+def test_the_recipients_limit_of_declared_indexes_applies(rosa, sam, settings):
+    def indexed(fields):
+        definition = example("budget")
+        name = next(iter(definition["collections"]))
+        definition["collections"][name] = {"indexes": [[field] for field in fields]}
+        return definition
+
+    settings.CHARMING_ROUTES_MAX_INDEXES_PER_OWNER = 3
+    app = app_definition_save(actor=rosa, definition=indexed(["a", "b"]))
+    app_definition_save(actor=sam, definition=indexed(["c", "d"]))
+    offer = app_transfer_offer(actor=rosa, app_id=app.id, to="sam")
+
+    with pytest.raises(OperationFailed) as refused:
+        app_transfer_accept(actor=sam, transfer_id=offer.pk)
+
+    assert "would give your apps 4 declared indexes" in refused.value.message
+    assert refused.value.details == {"limit": "indexes_per_owner", "max": 3}
+    assert App.objects.get(pk=app.pk).owner == rosa
+    settings.CHARMING_ROUTES_MAX_INDEXES_PER_OWNER = 4
+    assert app_transfer_accept(actor=sam, transfer_id=offer.pk).owner == sam
