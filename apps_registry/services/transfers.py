@@ -3,8 +3,8 @@
 A transfer is an offer, like an invitation: the owner names someone (a username, or an e-mail address its account
 confirmed), nothing changes until they accept, and the owner can take it back meanwhile. Accepting makes them the
 owner (its records, members, schedules, webhooks and template come with it) and the former owner an editor, who can
-leave. One offer waits per app. The recipient's own limits apply: an app whose schedules, webhooks or declared indexes would take
-them over their per-owner counts is refused with the count.
+leave. One offer waits per app. The recipient's own limits apply: an app whose schedules, webhooks or declared
+indexes would take them over their per-owner counts is refused with the count.
 """
 
 from __future__ import annotations
