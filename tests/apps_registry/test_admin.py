@@ -19,6 +19,7 @@ from apps_registry.models import (
     Hook,
     HookDelivery,
     Invitation,
+    PublicApp,
     PurgeJob,
     Record,
     Schedule,
@@ -60,6 +61,7 @@ def populated(staff):
     )
     HookDelivery.objects.create(hook=hook, message="0" * 64, signed_at=timezone.now(), outcome="ok", status=200)
     Template.objects.create(app=advisory.app, definition={"name": "Budget"}, version=1, title="Budget", author_repr="o")
+    PublicApp.objects.create(app=advisory.app, handle="budget", mutations=["add"], opened_by=advisory.app.owner)
     PurgeJob.objects.create(
         kind="app", target_id=advisory.app.id, target_label="Budget", requested_by=staff, requested_by_repr="staffer"
     )
