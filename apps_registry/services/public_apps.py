@@ -119,12 +119,6 @@ def public_app_close(*, actor: Any, app_id: Any) -> None:
     listing.delete()
 
 
-def public_app_of(*, actor: Any, app_id: Any) -> PublicApp | None:
-    """The app's public listing, if it has one (its members may see that it is public)."""
-    app, _role = app_for(actor=actor, app_id=app_id, need="read")
-    return PublicApp.objects.filter(app=app).first()
-
-
 def visitor_for(*, app: App, address: str | None) -> Visitor:
     """The visitor from `address` of public app `app`. Their `caller.id` is a pseudonym of the address (an IPv6
     address by its /64) for this app alone: stable, so an author can count one vote per visitor, and unrelated
