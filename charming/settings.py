@@ -292,6 +292,7 @@ del _setting, _default
 # Requests one server process may take at once from a busy token's budget (never more than a quarter of its burst)
 # and then admit without a statement each (services/rate_limits.py _LocalBatches); 1: one statement per request.
 CHARMING_RATE_TOKEN_BATCH = env.int("CHARMING_RATE_TOKEN_BATCH", default=8)
+CHARMING_RATE_APP_BATCH = env.int("CHARMING_RATE_APP_BATCH", default=8)
 
 # --- Fair shares of the expensive shared work (docs/operations.md, "Fair shares") ---
 # CEL worker processes one account's calls may hold at once in one server process (each has at most 2 by default,

@@ -52,13 +52,6 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
-def _ordering(order_by: list[tuple[tuple[str, ...], bool]]) -> list[Any]:
-    """find's ORDER BY: the author's order, then insertion order (created_at, then the record's id: unique) in the
-    direction of the last order key, so that one declared index (its fields, created_at, record_id) serves the
-    find whole, scanned forward or backward."""
-    return [column.order() for column in _page_columns(order_by)]
-
-
 @dataclass(frozen=True)
 class _Column:
     """One column of find's order, as both ORDER BY and a page's keyset condition compile it."""
@@ -89,6 +82,9 @@ class _Column:
 
 
 def _page_columns(order_by: list[tuple[tuple[str, ...], bool]]) -> list[_Column]:
+    """find's order: the author's, then insertion order (created_at, then the record's id: unique) in the direction
+    of the last order key, so that one declared index (its fields, created_at, record_id) serves the find whole,
+    scanned forward or backward."""
     vendor = connection.vendor
 
     def model_column(name: str, descending: bool) -> _Column:
@@ -139,6 +135,21 @@ def _bounded_after(columns: list[_Column], position: list[Any]) -> Q:
         return Q(LessThan(first.expression, operand) if first.descending else GreaterThan(first.expression, operand))
     bound: Any = (LessThanOrEqual if first.descending else GreaterThanOrEqual)(first.expression, operand)
     return Q(bound) & (~Q(Exact(first.expression, first.value(raw))) | rest)
+
+
+def _from_start(columns: list[_Column]) -> list[tuple[Q, list[_Column]]]:
+    """All rows in the order of `columns`, as `_after` gives the rows after a position: conditions whose rows follow
+    one another, each with the columns to order its rows by. One, except on SQLite when the first column is a data
+    field: its present values (a range from below every value: every number, text and JSON text is at least -inf),
+    and its missing ones (NULL, smallest on SQLite), in their place. The range lets a declared index on the field
+    serve the order whatever SQLite's statistics say: with ANALYZE's, an app of 200,000 records among others was
+    read by `record_collection_recent` (storage and collection, the app's records) and sorted whole."""
+    first = columns[0]
+    if connection.vendor != "sqlite" or not first.nullable:
+        return [(Q(), columns)]
+    present = (Q(GreaterThanOrEqual(first.expression, Value(-math.inf))), columns)
+    missing = (Q(IsNull(first.expression, True)), columns[1:])
+    return [present, missing] if first.nulls_last() else [missing, present]
 
 
 def _after(columns: list[_Column], position: list[Any]) -> list[tuple[Q, list[_Column]]]:
@@ -614,10 +625,17 @@ class SqlStore:
         order_by: list[tuple[tuple[str, ...], bool]],
         limit: int | None,
     ) -> list[dict[str, Any]]:
-        qs = self._filtered(collection, where).order_by(*_ordering(order_by))
-        if limit is not None:
-            qs = qs[:limit]
-        return [document(record_id, data) for record_id, data in qs.values_list("record_id", "data")]
+        qs = self._filtered(collection, where)
+        rows: list[tuple[Any, ...]] = []
+        # One statement, or on SQLite (an order by a data field) one for its present values and one for its missing.
+        for condition, ordered in _from_start(_page_columns(order_by)):
+            found = (
+                qs.filter(condition).order_by(*(column.order() for column in ordered)).values_list("record_id", "data")
+            )
+            rows.extend(found if limit is None else found[: limit - len(rows)])
+            if limit is not None and len(rows) >= limit:
+                break
+        return [document(record_id, data) for record_id, data in rows]
 
     def find_page(
         self,
@@ -639,8 +657,9 @@ class SqlStore:
             }
         )
         rows: list[tuple[Any, ...]] = []
-        # One statement, or (after a position whose missing values come later) one per condition, in order.
-        for condition, ordered in [(Q(), columns)] if after is None else _after(columns, after):
+        # One statement, or (after a position whose missing values come later; on SQLite, an order by a data field)
+        # one per condition, in order.
+        for condition, ordered in _from_start(columns) if after is None else _after(columns, after):
             found = qs.filter(condition).order_by(*(column.order() for column in ordered))
             rows += found.values_list("record_id", "data", "created_at", *names)[: limit + 1 - len(rows)]
             if len(rows) > limit:

@@ -83,8 +83,16 @@ def rate_budget_take(
     With `member` (an app id and a user id), the call counts only when that user is a member of that app (the
     check is part of the same statement); a non-member's call is admitted here and left to the access rules.
     """
+    return _budget_take(key=key, rate=rate, now=now, member=member, calls=calls)[1]
+
+
+def _budget_take(
+    *, key: str, rate: Rate, now: float | None, member: tuple[uuid.UUID, Any] | None, calls: int
+) -> tuple[bool, float | None]:
+    """rate_budget_take's work: whether the calls were taken from the budget (False for a non-member's, which
+    count nothing), and the wait (None: admitted)."""
     if not rate.enabled:
-        return None
+        return False, None
     now = time.time() if now is None else now
     interval = rate.interval * calls
     admit_until = now + (rate.burst - calls) * rate.interval
@@ -97,15 +105,15 @@ def rate_budget_take(
         taken = cursor.fetchone() is not None
     if taken:
         _sweep_maybe(now)
-        return None
+        return True, None
     tat = _tat_of(key)
     if tat is None or tat <= admit_until:  # a non-member (gated), or the row was swept between the two statements
-        return None
+        return False, None
     if member is not None and not Membership.objects.filter(app_id=member[0], user_id=member[1]).exists():
         # A spent budget refuses members only: telling a non-member "rate_limited" would say the app exists (and
         # is busy) where the access rules answer not_found. Read only on this refusal path.
-        return None
-    return tat - admit_until
+        return False, None
+    return False, tat - admit_until
 
 
 def _tat_of(key: str) -> float | None:
@@ -167,27 +175,44 @@ def token_budget_take(*, key: str, now: float | None = None) -> None:
     A token in steady use draws on its shared budget a few calls at a time (_LocalBatches): most of its requests
     send no statement for it. With `now` given (tests of the budget itself), every call is one statement."""
     rate = current_rate("token")
+    wait = _batched_take(key=key, held=key, rate=rate, now=now, cap=_batch_cap(rate, "CHARMING_RATE_TOKEN_BATCH"))
+    if wait is not None:
+        raise _refusal(rate, wait, f"This token made too many requests (its limit: {_limits_text(rate)}).")
+
+
+def _batched_take(
+    *,
+    key: str,
+    held: str,
+    rate: Rate,
+    now: float | None,
+    cap: int,
+    member: tuple[uuid.UUID, Any] | None = None,
+) -> float | None:
+    """One call from budget `key`, drawn from this process's batch `held` when it holds one, else by a refill that
+    takes a batch (up to `cap` calls) in the budget's one statement: as rate_budget_take, None when admitted. With
+    `now` given (tests of the budget itself), every call is one statement."""
     if not rate.enabled:
-        return
-    held = f"{key}@{rate.per_minute}/{rate.burst}"  # a batch taken under other limits is not spent under these
-    if now is None and _token_batches.take(held):
-        return
-    calls = 1 if now is not None else _token_batches.refill_size(held, cap=_token_batch_cap(rate))
-    wait = rate_budget_take(key=key, rate=rate, now=now, calls=calls)
+        return None
+    held = f"{held}@{rate.per_minute}/{rate.burst}"  # a batch taken under other limits is not spent under these
+    if now is None and _batches.take(held):
+        return None
+    calls = 1 if now is not None else _batches.refill_size(held, cap=cap)
+    taken, wait = _budget_take(key=key, rate=rate, now=now, calls=calls, member=member)
     if wait is not None and calls > 1:  # no room for the batch
         wait -= (calls - 1) * rate.interval  # the wait for one call
         calls = 1
         if wait <= 0:  # room for one: the exact path
-            wait = rate_budget_take(key=key, rate=rate, now=now)
-    if wait is not None:
-        raise _refusal(rate, wait, f"This token made too many requests (its limit: {_limits_text(rate)}).")
-    if now is None:
-        _token_batches.refilled(held, calls - 1)
+            taken, wait = _budget_take(key=key, rate=rate, now=now, calls=1, member=member)
+    if taken and now is None:  # not a non-member's call, which took nothing: no batch is held for them
+        _batches.refilled(held, calls - 1)
+    return wait
 
 
-def _token_batch_cap(rate: Rate) -> int:
-    """The most calls one refill takes: CHARMING_RATE_TOKEN_BATCH, and never more than a quarter of the burst."""
-    return max(1, min(int(getattr(settings, "CHARMING_RATE_TOKEN_BATCH", 8)), rate.burst // 4))
+def _batch_cap(rate: Rate, setting: str) -> int:
+    """The most calls one refill takes: the setting (CHARMING_RATE_TOKEN_BATCH, CHARMING_RATE_APP_BATCH), and never
+    more than a quarter of the burst."""
+    return max(1, min(int(getattr(settings, setting, 8)), rate.burst // 4))
 
 
 class _LocalBatches:
@@ -195,11 +220,12 @@ class _LocalBatches:
 
     A refill takes a batch in the budget's one statement (admitted only if the whole batch fits the budget) and
     the batch is usable for BATCH_SECONDS. A key's batch starts at 1 call, doubles (up to the cap) while each one is
-    used up within its time, and halves when one is not; so a token used now and then costs one statement per
-    call, exactly as before, and a busy one about one per `cap` calls. The limit stays exact over time (every
-    admitted call was taken from the shared budget, before it ran); at any instant each process holds at most
-    cap - 1 calls of a key taken early, so across P processes a burst may be refused up to P * (cap - 1) calls
-    early, or admitted up to that many calls past the budget within BATCH_SECONDS of the calls being taken."""
+    used up within its time, and halves when one is not; so a token (or an app's member) calling now and then costs
+    one statement per call, exactly as before, and a busy one about one per `cap` calls. The limit stays exact over
+    time (every admitted call was taken from the shared budget, before it ran); at any instant each process holds
+    at most cap - 1 calls of a key taken early, so across P processes a burst may be refused up to P * (cap - 1)
+    calls early, or admitted up to that many calls past the budget within BATCH_SECONDS of the calls being taken
+    (an app's budget is held per member: P * M * (cap - 1) for M members calling at once)."""
 
     BATCH_SECONDS = 1.0
     MOST_KEYS = 10_000  # beyond this many keys held, expired ones are dropped
@@ -239,13 +265,13 @@ class _LocalBatches:
             self._held.clear()
 
 
-_token_batches = _LocalBatches()
+_batches = _LocalBatches()  # tokens' and apps' budgets, by key
 
 
 def rate_limits_local_forget() -> None:
-    """Drop what this process holds of the shared budgets (token batches, addresses found clean): its next calls
-    read the database. For tests, whose database is emptied between them."""
-    _token_batches.forget()
+    """Drop what this process holds of the shared budgets (tokens' and apps' batches, addresses found clean): its
+    next calls read the database. For tests, whose database is emptied between them."""
+    _batches.forget()
     with _clean_lock:
         _clean_addresses.clear()
 
@@ -260,7 +286,16 @@ def app_budget_take(*, actor: Any, app_id: uuid.UUID | str, now: float | None = 
     if app_uuid is None:
         return
     rate = current_rate("app")
-    wait = rate_budget_take(key=f"app:{app_uuid}", rate=rate, now=now, member=(app_uuid, actor.pk))
+    # A batch is held per caller: a call by someone outside the app counts nothing, so it must not spend calls a
+    # member's refill took either.
+    wait = _batched_take(
+        key=f"app:{app_uuid}",
+        held=f"app:{app_uuid}:{actor.pk}",
+        rate=rate,
+        now=now,
+        cap=_batch_cap(rate, "CHARMING_RATE_APP_BATCH"),
+        member=(app_uuid, actor.pk),
+    )
     if wait is not None:
         raise _refusal(
             rate, wait, f"This app had too many calls (its limit, across all its callers: {_limits_text(rate)})."

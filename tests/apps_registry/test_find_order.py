@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from apps_registry.models import Record, Storage
@@ -184,7 +185,10 @@ def _assert_served_whole(store: SqlStore, memory: MemoryStore, name: str, fields
             order = [((field,), descending) for field in fields]
             found, plans = _plans(lambda: store.find("checkins", where, order, 20))  # noqa: B023
             assert _ids(found) == _ids(memory.find("checkins", where, order, 20))
-            assert len(plans) == 1 and _served_whole(plans[0], name), plans
+            # On SQLite a find ordered by a data field reads its present values, then (ascending: first) its missing
+            # ones, each a statement of its own (routes/storage.py _from_start); PostgreSQL needs one.
+            assert len(plans) <= (1 if connection.vendor == "postgresql" else 2), plans
+            assert all(_served_whole(plan, name) for plan in plans), plans
 
             expected = _ids(memory.find("checkins", where, order, None))
             seen: list[str] = []
@@ -238,3 +242,54 @@ def test_equality_a_declared_index_serves_carries_no_gin_containment_on_postgres
     assert len(result.value) == 20
     (plan,) = plans  # the find: the route's one statement on the records
     assert _served_whole(plan, name) and "apps_registry_record_data_gin" not in plan, plan
+
+
+@pytest.mark.django_db
+def test_on_sqlite_a_find_ordered_by_a_declared_field_is_served_whatever_the_statistics_say(user):
+    """SQLite's statistics after ANALYZE, for an app of 200,000 records in a table of 222,300 (three apps): its
+    declared index [date] holds 200,000 entries; storage and collection select 37,050 records. With them, SQLite
+    read the app by `record_collection_recent` and sorted it whole for a find ordered by date with no filter (2.2
+    million VM instructions, 245 ms, in benchmarks/scaling.py); the store's range on the field keeps the index."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's statistics (PostgreSQL's plans are the test above)")
+    definition = {
+        "name": "Dated",
+        "collections": {"checkins": {"indexes": [["date"]]}},
+        "routes": {"r": {"kind": "query", "steps": [{"return": "1"}]}},
+    }
+    app = app_definition_save(actor=user, definition=definition)
+    collection_indexes_sync(storage_id=app.storage.id)
+    Record.objects.bulk_create(
+        Record(storage=app.storage, collection="checkins", record_id=f"c{i:05}", data=_checkin(i)) for i in range(2000)
+    )
+    name = index_name(app.storage.id, "checkins", ("date",))
+    _analyze()
+    with connection.cursor() as cursor:
+        cursor.execute(  # the table's own two indexes (storage, collection, ...)
+            "UPDATE sqlite_stat1 SET stat = '222300 74100 37050 1' "
+            "WHERE tbl = 'apps_registry_record' AND idx NOT LIKE 'rix%'"
+        )
+        cursor.execute("UPDATE sqlite_stat1 SET stat = '200000 238 1 1' WHERE idx = %s", [name])
+        cursor.execute("ANALYZE sqlite_schema")  # reload the statistics
+        naive, params = (
+            Record.objects.filter(storage=app.storage, collection="checkins")
+            .order_by(RawSQL("""json_extract("apps_registry_record"."data", '$."date"')""", ()).desc())
+            .values_list("record_id")[:20]
+            .query.sql_with_params()
+        )
+        cursor.execute("EXPLAIN QUERY PLAN " + naive, params)
+        assert "TEMP B-TREE" in " ".join(str(row) for row in cursor.fetchall())  # the statistics mislead it
+
+    ordered = Record.objects.filter(storage=app.storage).order_by("created_at", "record_id")
+    memory = MemoryStore(records={"checkins": {r.record_id: r.data for r in ordered}}, missing_smallest=True)
+    store = SqlStore(
+        storage_id=app.storage.id, max_bytes=65536, indexes=declared_index_paths(definition["collections"])
+    )
+    for descending in (True, False):
+        order = [(("date",), descending)]
+        found, plans = _plans(lambda: store.find("checkins", [], order, 20))  # noqa: B023
+        assert _ids(found) == _ids(memory.find("checkins", [], order, 20))
+        assert plans and all(_served_whole(plan, name) for plan in plans), plans
+        (rows, _positions, _more), plans = _plans(lambda: store.find_page("checkins", [], order, 20, None))  # noqa: B023
+        assert _ids(rows) == _ids(found)
+        assert all(_served_whole(plan, name) for plan in plans), plans

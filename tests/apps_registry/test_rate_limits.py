@@ -441,3 +441,40 @@ def test_a_busy_token_draws_its_budget_in_batches_and_is_admitted_exactly_its_bu
     # 7 batches (39 calls); for the 40th, a batch of 8 refused with its read, then one call alone; a sweep: 11, not 40
     assert len(takes) <= 11, takes
     assert RateBudget.objects.get(key="token:busy").tat == pytest.approx(time.time() + 40 * 60, abs=5)
+
+
+@pytest.mark.django_db
+def test_a_busy_member_draws_the_app_budget_in_batches_and_is_admitted_exactly_its_burst(settings, user):
+    from django.test.utils import CaptureQueriesContext
+
+    limit(settings, "app", per_minute=1, burst=40)  # a batch of at most min(8, 40 // 4) runs
+    app = app_definition_save(actor=user, definition=DEFINITION)
+    admitted = 0
+    with CaptureQueriesContext(connections["default"]) as queries:
+        for _ in range(40):
+            app_budget_take(actor=user, app_id=app.id)
+            admitted += 1
+    for _ in range(5):
+        with pytest.raises(RateLimited):
+            app_budget_take(actor=user, app_id=app.id)
+
+    assert admitted == 40
+    takes = [q["sql"] for q in queries.captured_queries if "ratebudget" in q["sql"]]
+    assert len(takes) <= 11, takes  # batches of 1, 2, 4, 8, 8, 8, 8, then the last run alone: not 40
+    assert RateBudget.objects.get(key=f"app:{app.id}").tat == pytest.approx(time.time() + 40 * 60, abs=5)
+
+
+@pytest.mark.django_db
+def test_a_non_member_holds_no_batch_of_an_app_budget_to_spend_once_a_member(settings, user, other_user):
+    limit(settings, "app", per_minute=1, burst=40)
+    app = app_definition_save(actor=user, definition=DEFINITION)
+    for _ in range(20):  # counts nothing, and takes nothing ahead for later
+        app_budget_take(actor=other_user, app_id=app.id)
+    assert not RateBudget.objects.filter(key=f"app:{app.id}").exists()
+
+    membership_set(actor=user, app=app, user=other_user, role="editor")
+    app_budget_take(actor=other_user, app_id=app.id)
+    app_budget_take(actor=user, app_id=app.id)
+
+    # Both members' runs were taken from the budget (a batch of 1 each), neither from something held: two intervals.
+    assert RateBudget.objects.get(key=f"app:{app.id}").tat == pytest.approx(time.time() + 2 * 60, abs=5)

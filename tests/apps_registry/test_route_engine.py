@@ -462,7 +462,8 @@ def test_a_route_is_compiled_once_per_version_and_an_edit_recompiles_only_that_r
     assert cache.stats["compiled"] == before + 3
 
 
-def test_a_call_makes_no_per_record_queries(user, budget):
+def test_a_call_makes_no_per_record_queries(user, budget, settings):
+    settings.CHARMING_RATE_APP_BATCH = 1  # the app's budget taken by each call, as here, not from a batch held
     run(user, budget, "add_expense", {"amount": 1, "category": "x"})
     with CaptureQueriesContext(connection) as queries:
         run(user, budget, "add_expense", {"amount": 1, "category": "x"})
