@@ -212,7 +212,7 @@ def _batched_take(
 def _batch_cap(rate: Rate, setting: str) -> int:
     """The most calls one refill takes: the setting (CHARMING_RATE_TOKEN_BATCH, CHARMING_RATE_APP_BATCH), and never
     more than a quarter of the burst."""
-    return max(1, min(int(getattr(settings, setting, 8)), rate.burst // 4))
+    return max(1, min(int(getattr(settings, setting)), rate.burst // 4))
 
 
 class _LocalBatches:

@@ -62,7 +62,9 @@ def test_a_statement_is_prepared_only_when_declared_plan_stable():
     assert not any("undeclared_sum" in statement for statement in prepared), prepared
 
 
-def test_a_routes_lookups_and_writes_are_prepared_and_its_find_over_records_never_is(user):
+def test_a_routes_lookups_and_writes_are_prepared_and_its_find_over_records_never_is(user, settings):
+    # Every call takes from the budgets (no batch held ahead), so their statement is used USES times.
+    settings.CHARMING_RATE_TOKEN_BATCH = settings.CHARMING_RATE_APP_BATCH = 1
     app = app_definition_save(actor=user, definition=DEFINITION)
     plaintext = token_create(user=user, name="plans").plaintext
     for n in range(USES):
