@@ -341,6 +341,7 @@ def pg_ctl(*args: str) -> list[str]:
     return [*command, *args]
 
 
+@pytest.mark.serial  # the restart cuts every worker's connections, not only this test's
 @pytest.mark.skipif(
     not (os.environ.get("PG_BIN_DIR") and os.environ.get("PG_TMP")),
     reason="needs the throw-away cluster of .ci/postgres.sh (PG_BIN_DIR, PG_TMP) to restart",
