@@ -4,6 +4,9 @@ A minimal MCP server with the same official SDK (its low-level `Server` and `Str
 protocol versions on one URL, as Charming serves them), served the same way (uvicorn with Charming's HTTP
 protocol class), with one tool, `add_expense`, that sends the SQL Charming's `mutate_app` sends for the
 benchmark route: the record's INSERT and its storage's record count, in one transaction, through a psycopg pool.
+With `--find` (mcp_calls.py), a second tool, `recent_expenses`, sends the statement Charming's find route sent
+(BARE_FIND_SQL, captured by the benchmark with its parameters BARE_FIND_PARAMS) with the category asked for in
+place of the captured one (BARE_FIND_CATEGORY), and answers the records as Charming does (`id` beside the data).
 None of Charming's checks: no token, no rate limits, no access rules, no definition, no validation beyond the SDK's
 own input schema check. benchmarks/mcp_calls.py starts it beside Charming on the same database and calls both
 alternately (`--bare`).
@@ -48,14 +51,48 @@ INSERT = (
     "VALUES (%s, 'expenses', %s, %s, 1, now(), now())"
 )
 COUNT = "UPDATE apps_registry_storage SET records_held = GREATEST(records_held + 1, 0) WHERE id = %s"
+FIND_SQL = os.environ.get("BARE_FIND_SQL", "")
+FIND_PARAMS: list[Any] = json.loads(os.environ.get("BARE_FIND_PARAMS", "[]"))
+FIND_CATEGORY = os.environ.get("BARE_FIND_CATEGORY", "")
+FIND_TOOL = types.Tool(
+    name="recent_expenses",
+    description="The newest 20 expenses of a category.",
+    input_schema={
+        "type": "object",
+        "properties": {"category": {"type": "string"}},
+        "required": ["category"],
+        "additionalProperties": False,
+    },
+    output_schema={"type": "object", "properties": {"expenses": {"type": "array"}}, "required": ["expenses"]},
+)
+
+
+def _find_params(category: str) -> list[Any]:
+    """The captured find's parameters, the category asked for in place of the captured one (as a string, or as
+    the JSON text of one), the storage id as a UUID."""
+    params = []
+    for value in FIND_PARAMS:
+        if value == FIND_CATEGORY:
+            value = category
+        elif value == json.dumps(FIND_CATEGORY):
+            value = json.dumps(category)
+        elif value == str(STORAGE_ID):
+            value = STORAGE_ID
+        params.append(value)
+    return params
 
 
 async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=[TOOL])
+    return types.ListToolsResult(tools=[TOOL, FIND_TOOL] if FIND_SQL else [TOOL])
 
 
 async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
     arguments = params.arguments or {}
+    if params.name == FIND_TOOL.name and FIND_SQL:
+        async with POOL.connection() as conn:
+            rows = await (await conn.execute(FIND_SQL, _find_params(arguments["category"]))).fetchall()
+        found = {"expenses": [{"id": record_id, **data} for record_id, data in rows]}
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(found))], structured_content=found)
     record_id = str(uuid.uuid4())
     data = {"amount": arguments["amount"], "category": arguments["category"]}
     async with POOL.connection() as conn, conn.transaction():

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -240,8 +241,16 @@ def _short(name: str) -> str:
     return "declared" if name.startswith("rix_") else name
 
 
-def bulk_load(connection: Any, storage_id: Any, start: int, stop: int) -> None:
-    """Records start..stop-1 of the checkins collection, straight into the table (not through the engine)."""
+def bulk_load(
+    connection: Any,
+    storage_id: Any,
+    start: int,
+    stop: int,
+    collection: str = "checkins",
+    data: Callable[[int], dict[str, Any]] = record_data,
+) -> None:
+    """Records start..stop-1 of `collection` (record i holds `data(i)`), straight into the table (not through the
+    engine); benchmarks/mcp_calls.py --find loads its expenses with it too."""
     from django.db import transaction
 
     base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -255,9 +264,7 @@ def bulk_load(connection: Any, storage_id: Any, start: int, stop: int) -> None:
         ):
             for i in range(start, stop):
                 at = base + dt.timedelta(milliseconds=i)
-                copy.write_row(
-                    (str(storage_id), "checkins", f"r{order[i - start]}", json.dumps(record_data(i)), 1, at, at)
-                )
+                copy.write_row((str(storage_id), collection, f"r{order[i - start]}", json.dumps(data(i)), 1, at, at))
         return
     sql = f"INSERT INTO apps_registry_record ({columns}) VALUES (%s, %s, %s, %s, 1, %s, %s)"
     batch = 20_000
@@ -266,8 +273,8 @@ def bulk_load(connection: Any, storage_id: Any, start: int, stop: int) -> None:
             rows = []
             for i in range(low, min(low + batch, stop)):
                 at = (base + dt.timedelta(milliseconds=i)).isoformat(sep=" ")
-                data = json.dumps(record_data(i), separators=(",", ":"))
-                rows.append((storage_id.hex, "checkins", f"r{order[i - start]}", data, at, at))
+                value = json.dumps(data(i), separators=(",", ":"))
+                rows.append((storage_id.hex, collection, f"r{order[i - start]}", value, at, at))
             cursor.executemany(sql, rows)
 
 

@@ -35,6 +35,11 @@ same SDK, served the same way, whose one tool sends the same INSERT and record c
 on the same database, and adds it as the transport `bare-2026-07-28` (the SDK client in stateless mode), timed
 alternately with the others; "vs bare" is Charming's throughput over the bare server's within each repetition.
 
+--find N times query_app instead: the newest 20 expenses of a category that 30% of the app's N records are in
+(`find` with `where`, `order_by: "-date"`, `limit: 20`, the collection declaring the index [category, date]), the
+records bulk-loaded and ANALYZEd before the servers start; with --bare, the bare server's tool `recent_expenses`
+sends the very statement Charming's find sent (captured in that preparation), with its parameters.
+
 --profile DIR samples the server with py-spy (requirements-dev.txt) during each transport's first timed phase
 (`--nonblocking`, 200 Hz, threads holding the GIL only, so idle waits do not count), writes DIR/<transport>-<n>.txt
 (collapsed stacks) and prints each transport's top functions by share of the samples, own time and inclusive.
@@ -50,6 +55,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
 import functools
 import json
 import os
@@ -100,7 +106,76 @@ DEFINITION = {
     },
 }
 PARAMS = {"amount": 4.5, "category": "coffee"}
+# --find N: query_app's newest 20 expenses of a category that 30% of the app's N records are in, the collection
+# declaring the index [category, date] (docs/authoring.md, "Indexes"), beside the bare server sending the same SQL.
+FIND_ROUTE = "recent_expenses"
+FIND_CATEGORY = "groceries"
+FIND_PARAMS = {"category": FIND_CATEGORY}
+FIND_INDEX = [["category", "date"]]
+FIND_STEPS = [
+    {
+        "find": {
+            "collection": "expenses",
+            "where": {"category": "params.category"},
+            "order_by": "-date",
+            "limit": "20",
+        },
+        "as": "found",
+    },
+    {"return": "found"},
+]
 KINDS = ("rest", "mcp-2025-11-25", "mcp-2026-07-28")
+
+
+def find_definition() -> dict[str, Any]:
+    """The benchmark app for --find: the insert route's app, its collection indexed, with the find route beside."""
+    route = {
+        "kind": "query",
+        "description": "The newest 20 expenses of a category.",
+        "input": {
+            "type": "object",
+            "properties": {"category": {"type": "string"}},
+            "required": ["category"],
+            "additionalProperties": False,
+        },
+        "output": {"type": "array", "items": {"type": "object"}},
+        "steps": FIND_STEPS,
+    }
+    return {
+        **DEFINITION,
+        "collections": {"expenses": {"indexes": FIND_INDEX}},
+        "routes": {**DEFINITION["routes"], FIND_ROUTE: route},
+    }
+
+
+def find_statement(user: Any, app_id: Any) -> tuple[str, str]:
+    """The statement (and its parameters, as JSON) that the find route's find sends, run once as `user`: what
+    the bare server sends for --find. Django set up."""
+    from django.db import connection
+
+    from apps_registry.services.routes import route_run
+
+    executed: list[tuple[str, Any]] = []
+
+    def capture(execute: Any, sql: str, sql_params: Any, many: bool, context: Any) -> Any:
+        executed.append((sql, sql_params))
+        return execute(sql, sql_params, many, context)
+
+    with connection.execute_wrapper(capture):
+        route_run(actor=user, app_id=app_id, op=FIND_ROUTE, params=FIND_PARAMS, kind="query")
+    sql, params = next((sql, params) for sql, params in executed if "apps_registry_record" in sql and "ORDER BY" in sql)
+    return sql, json.dumps(list(params), default=str)
+
+
+def expense_data(i: int) -> dict[str, Any]:
+    """Record i of --find's app: 30% in FIND_CATEGORY, the rest in 20 others; a date ten records share (ties),
+    rising with i, as expenses come in."""
+    slot = i % 100
+    category = FIND_CATEGORY if slot < 30 else f"category-{slot % 20}"
+    day = dt.date(2020, 1, 1) + dt.timedelta(days=i // 10)
+    return {"amount": round(1 + (i * 7919) % 10_000 / 100, 2), "category": category, "date": day.isoformat()}
+
+
 # With --app-server: the same route called as its own tool on the app's MCP server (/mcp/apps/<id>).
 APP_KINDS = ("app-2025-11-25", "app-2026-07-28")
 BARE = "bare-2026-07-28"  # benchmarks/bare_server.py, with --bare
@@ -119,6 +194,11 @@ class Target:
     bare_base: str = ""  # the bare reference server's, with --bare
     bare_pid: int | None = None
     kinds: tuple[str, ...] = KINDS
+    finding: bool = False  # --find: query_app's find route instead of mutate_app's insert
+
+    @property
+    def route(self) -> tuple[str, dict[str, Any]]:
+        return (FIND_ROUTE, FIND_PARAMS) if self.finding else (ROUTE, PARAMS)
 
 
 @dataclass(frozen=True)
@@ -144,12 +224,14 @@ async def _caller(kind: str, target: Target, index: int = 0) -> AsyncIterator[Ca
 
     base = target.bases[index % len(target.bases)]
     headers = {"Authorization": f"Bearer {target.token}"}
+    route, params = target.route
+    route_kind = "query" if target.finding else "mutation"
     if kind == "rest":
-        url = f"{base}/api/apps/{target.app_id}/run/{ROUTE}/"
+        url = f"{base}/api/apps/{target.app_id}/run/{route}/"
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
 
             async def rest_call() -> Any:
-                response = await http.post(url, json={"params": PARAMS})
+                response = await http.post(url, json={"params": params, "kind": route_kind})
                 if response.status_code != 200:
                     raise RuntimeError(f"REST run failed: {response.status_code} {response.text[:500]}")
                 return response.json()
@@ -164,10 +246,12 @@ async def _caller(kind: str, target: Target, index: int = 0) -> AsyncIterator[Ca
         async with Client(f"{target.bare_base}/mcp", mode="2026-07-28") as bare:
             await bare.list_tools()
 
+            tool = "recent_expenses" if target.finding else "add_expense"
+
             async def bare_call() -> Any:
-                result = await bare.call_tool("add_expense", PARAMS)
+                result = await bare.call_tool(tool, params)
                 if result.is_error:
-                    raise RuntimeError(f"add_expense failed: {result.content}")
+                    raise RuntimeError(f"{tool} failed: {result.content}")
                 return result.structured_content
 
             yield bare_call
@@ -180,13 +264,15 @@ async def _caller(kind: str, target: Target, index: int = 0) -> AsyncIterator[Ca
     async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
         await client.list_tools()
 
+        tool = "query_app" if target.finding else "mutate_app"
+
         async def mcp_call() -> Any:
             if per_app:
-                result = await client.call_tool(ROUTE, PARAMS)
+                result = await client.call_tool(route, params)
             else:
-                result = await client.call_tool("mutate_app", {"app_id": target.app_id, "op": ROUTE, "params": PARAMS})
+                result = await client.call_tool(tool, {"app_id": target.app_id, "op": route, "params": params})
             if result.is_error:
-                raise RuntimeError(f"mutate_app failed: {result.content}")
+                raise RuntimeError(f"{tool} failed: {result.content}")
             return result.structured_content
 
         yield mcp_call
@@ -245,9 +331,21 @@ async def _phase(kind: str, clients: int, calls: int, target: Target) -> Phase:
     )
 
 
+async def _same_finds(target: Target) -> None:
+    """--find --bare: the bare server's records are Charming's, in the same order (the same statement), or the
+    comparison would mean nothing."""
+    async with _caller("mcp-2026-07-28", target) as charming, _caller(BARE, target) as bare:
+        mine = [record["id"] for record in (await charming())["value"]]
+        theirs = [record["id"] for record in (await bare())["expenses"]]
+    if mine != theirs or len(mine) != 20:
+        raise RuntimeError(f"the bare server's find differs from Charming's: {theirs} vs {mine}")
+
+
 async def _benchmark(
     target: Target, *, clients: list[int], calls: int, repeats: int, warmup: int, profile: Path | None = None
 ) -> list[Phase]:
+    if target.finding and BARE in target.kinds:
+        await _same_finds(target)
     for kind in target.kinds:  # compile the route, start the CEL worker, fill caches; not recorded
         await _phase(kind, 1, warmup, target)
     phases = []
@@ -337,9 +435,11 @@ def _table(phases: list[Phase], kinds: tuple[str, ...]) -> None:
             )
 
 
-def _versus_bare(phases: list[Phase]) -> None:
-    """Issue 21's insert target: Charming's throughput over the bare server's, paired within each repetition."""
-    print("vs the bare reference server (ratio of calls/s within each repetition; issue 21 target >= 0.7x):")
+def _versus_bare(phases: list[Phase], *, finding: bool) -> None:
+    """Issue 21's insert (or find) target: Charming's throughput over the bare server's, paired within each
+    repetition."""
+    target = ">= 0.6x" if finding else ">= 0.7x"
+    print(f"vs the bare reference server (ratio of calls/s within each repetition; issue 21 target {target}):")
     for count in sorted({p.clients for p in phases}):
         bare = [p for p in phases if p.kind == BARE and p.clients == count]
         for kind in KINDS:
@@ -534,8 +634,10 @@ def _floor(target: Target, url: str, phases: list[Phase], seconds: int, sql_out:
 # ---------------------------------------------------------------------------------------------- one database
 
 
-def _prepare(env: dict[str, str], tree: Path) -> dict[str, str]:
-    """Migrate, then create the user, token and app in a child process (Django set up there)."""
+def _prepare(env: dict[str, str], tree: Path, records: int = 0) -> dict[str, str]:
+    """Migrate, then create the user, token and app in a child process (Django set up there); with `records`
+    (--find), load them and capture the find route's statement for the bare server."""
+    definition = find_definition() if records else DEFINITION
     script = f"""
 import json, django
 django.setup()
@@ -552,9 +654,22 @@ except ImportError:  # older code (--tree): no confirmation
 user = get_user_model().objects.create(username="bench", email="bench@example.com")
 email_confirmed_by_operator(user=user)  # tokens need a confirmed address
 token = token_create(user=user, name="bench").plaintext
-app = app_definition_save(actor=user, definition=json.loads({json.dumps(json.dumps(DEFINITION))}))
+app = app_definition_save(actor=user, definition=json.loads({json.dumps(json.dumps(definition))}))
 from apps_registry.models import Storage
-found = {{"token": token, "app_id": str(app.id), "storage_id": str(Storage.objects.get(app=app).id)}}
+storage = Storage.objects.get(app=app)
+found = {{"token": token, "app_id": str(app.id), "storage_id": str(storage.id)}}
+if {records}:
+    import sys
+    sys.path.insert(0, {str(ROOT / "benchmarks")!r})
+    from find_order import bulk_load
+    from mcp_calls import expense_data, find_statement
+    from apps_registry.services.collection_indexes import collection_indexes_sync
+    collection_indexes_sync(storage_id=storage.id)
+    bulk_load(connection, storage.id, 0, {records}, collection="expenses", data=expense_data)
+    Storage.objects.filter(id=storage.id).update(records_held={records})
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    found["find_sql"], found["find_params"] = find_statement(user, app.id)
 with connection.cursor() as cursor:
     if connection.vendor == "sqlite":
         cursor.execute("PRAGMA synchronous")
@@ -599,7 +714,7 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
         "CHARMING_PUBLIC_URL": f"http://127.0.0.1:{ports[0]}",
         "LOG_LEVEL": "WARNING",
     }
-    prepared = _prepare(env, args.tree)
+    prepared = _prepare(env, args.tree, args.find)
     servers = []
     for port in ports:
         command = [sys.executable, "-m", "uvicorn", "charming.asgi:application", "--host", "127.0.0.1"]
@@ -613,6 +728,9 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
         command += ["--host", "127.0.0.1", "--port", str(bare_port), "--lifespan", "on", "--log-level", "warning"]
         command += ["--no-access-log", *shlex.split(SERVE_OPTIONS)]
         bare_env = {**env, "BARE_DATABASE_URL": database_url, "BARE_STORAGE_ID": prepared["storage_id"]}
+        if args.find:  # the find route's own statement, and the category its params hold
+            bare_env |= {"BARE_FIND_SQL": prepared["find_sql"], "BARE_FIND_PARAMS": prepared["find_params"]}
+            bare_env["BARE_FIND_CATEGORY"] = FIND_CATEGORY
         servers.append(subprocess.Popen(command, env=bare_env, cwd=ROOT))
         ports = [*ports, bare_port]
     try:
@@ -636,9 +754,11 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
             bare_base=f"http://127.0.0.1:{bare_port}" if bare else "",
             bare_pid=servers[-1].pid if bare else None,
             kinds=(*args.kinds, BARE) if bare else args.kinds,
+            finding=bool(args.find),
         )
         processes = "one uvicorn process" if args.servers == 1 else f"{args.servers} uvicorn processes (one per port)"
-        banner(f"mutate_app, {prepared['database']}, {processes}")
+        work = f"query_app (find 20 of {args.find:,} records, 30% matching)" if args.find else "mutate_app"
+        banner(f"{work}, {prepared['database']}, {processes}")
         if args.tree != ROOT:
             print(f"code under test: {args.tree} ({_commit(args.tree)}); benchmark script: {_commit(ROOT)}")
         if args.servers > 1:
@@ -667,8 +787,9 @@ def _run(args: argparse.Namespace, database_url: str) -> None:
         if profile is not None:
             _profile_summary(profile, target.kinds)
         if bare:
-            _versus_bare(phases)
-        _targets(phases, prepared["database"])
+            _versus_bare(phases, finding=target.finding)
+        if not target.finding:  # issue 13's targets are mutate_app's
+            _targets(phases, prepared["database"])
         if args.mode == "floor":
             _floor(target, database_url, phases, args.seconds, args.sql_out)
         print(f"load average at the end: {load()}")
@@ -706,6 +827,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a fast smoke run: few calls, one repetition")
     parser.add_argument("--app-server", action="store_true", help="also call the route as a tool of /mcp/apps/<id>")
     parser.add_argument("--bare", action="store_true", help="PostgreSQL: also time the bare reference server")
+    parser.add_argument(
+        "--find", type=int, default=0, metavar="N", help="time query_app's find of 20 in an app of N records instead"
+    )
     parser.add_argument("--kinds", default=",".join(KINDS), help=f"transports to time (default {','.join(KINDS)})")
     parser.add_argument("--profile", type=Path, help="sample the server with py-spy per transport, into this dir")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -724,6 +848,10 @@ def main() -> int:
     args.seconds = args.seconds or (2 if args.quick else 10)
     args.warmup = 10 if args.quick else 30
     args.tree = args.tree.resolve()
+    if args.find and args.mode == "floor":
+        parser.error("floor mode replays mutate_app's SQL: leave out --find")
+    if args.find < 0:
+        parser.error("--find takes a number of records (at least 1)")
     if args.servers < 1:
         parser.error("--servers takes a positive number of processes")
     sys.path.insert(0, str(ROOT))
@@ -745,6 +873,7 @@ def main() -> int:
         forwarded += [*(["--quick"] if args.quick else []), *(["--sql-out", args.sql_out] if args.sql_out else [])]
         forwarded += ["--app-server"] if args.app_server else []
         forwarded += ["--bare"] if args.bare else []
+        forwarded += ["--find", str(args.find)]
         forwarded += ["--kinds", ",".join(args.kinds), *(["--profile", str(args.profile)] if args.profile else [])]
         forwarded += [f"--env={item}" for item in args.env]
         forwarded += ["--servers", str(args.servers), "--tree", str(args.tree), f"--uvicorn={args.uvicorn}"]

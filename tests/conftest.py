@@ -10,6 +10,16 @@ from tests.factories import StaffFactory, UserFactory
 UNTHROTTLED = 1_000_000
 
 
+def pytest_configure(config):
+    """Passwords (people's, and OAuth clients' secrets) are hashed with a fast hasher in tests: the suite hashes
+    hundreds, and the served default (PBKDF2 at a million iterations, about 0.4 s each on a 2-core machine) is a
+    price for attackers, not for the suite (Django's "Speeding up the tests"). The served hashers stay after it,
+    so a hash made the served way still verifies."""
+    from django.conf import global_settings, settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", *global_settings.PASSWORD_HASHERS]
+
+
 @pytest.fixture(autouse=True)
 def _rate_limits_out_of_the_way(settings):
     from apps_registry.ratelimits import RATE_LIMIT_SETTINGS
