@@ -37,13 +37,18 @@ run: setup
 	trap 'kill -TERM $$worker 2>/dev/null; wait $$worker 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/uvicorn charming.asgi:application --host $(HOST) --port $(PORT) --http charming.serving:NoDelayHttpToolsProtocol
 
-# The suite runs on TEST_WORKERS processes (pytest-xdist; `auto` is one per CPU, 1 runs it in this one), each on its
-# own test database; then the tests marked `serial` (a PostgreSQL restart, felt by every connection) run alone.
-# pytest's exit status 5 is "no test selected" (PYTEST_ARGS naming no serial test): not a failure.
+# The suite runs on TEST_WORKERS processes (pytest-xdist; `auto` is one per CPU), each on its own test database; then
+# the tests marked `serial` (a PostgreSQL restart, felt by every connection) run alone. pytest's exit status 5 is
+# "no test selected" (PYTEST_ARGS naming no serial test): not a failure. TEST_WORKERS=1 is one plain pytest run,
+# in which PYTEST_ARGS may carry its own -m.
 TEST_WORKERS ?= auto
 test: $(VENV)/.dev
+ifeq ($(TEST_WORKERS),1)
+	$(BIN)/pytest $(PYTEST_ARGS)
+else
 	$(BIN)/pytest -n $(TEST_WORKERS) -m "not serial" $(PYTEST_ARGS)
 	$(BIN)/pytest -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
+endif
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check .
