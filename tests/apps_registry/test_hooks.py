@@ -298,6 +298,7 @@ def test_an_empty_body_is_a_route_without_params(owner):
     assert len(records(app, "rings")) == 1
 
 
+# A fixed id that no hook has (not uuid4() at collection: every xdist worker must collect the same test ids).
 @pytest.mark.parametrize("hook_id", ["3776dd64-f224-4536-b7f7-6079857b2bb1", "not-a-hook"])
 def test_an_unknown_hook_is_refused_and_counts_against_the_address_but_never_locks_a_good_sender_out(
     app, made, hook_id, settings
