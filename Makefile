@@ -9,9 +9,11 @@ PORT ?= 8000
 
 # The URL the server names in its OAuth metadata and allows as Origin: where `make run` listens.
 setup run: export CHARMING_PUBLIC_URL ?= http://$(HOST):$(PORT)
-# `make run` says "Charming is ready" only once it knows it can listen on HOST:PORT (demo_setup refuses otherwise,
-# naming the setting to change); `make setup` alone does not listen, so it does not check.
+# `make run` says "Charming is ready" only once it knows it can listen on HOST:PORT: it checks first, so a taken port
+# is said at once, not after the migrations, and demo_setup checks again before "ready" (each refusal names the
+# setting to change); `make setup` alone does not listen, so it does not check.
 run: LISTEN_CHECK = --listen $(HOST):$(PORT)
+run: LISTEN_FIRST = $(BIN)/python -m charming.serving $(HOST):$(PORT)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +28,7 @@ $(VENV)/.dev: requirements-dev.txt requirements.txt | $(BIN)/python
 	touch $@ $(VENV)/.runtime
 
 setup: $(VENV)/.runtime
+	$(LISTEN_FIRST)
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/python manage.py demo_setup --base-url $(CHARMING_PUBLIC_URL) $(LISTEN_CHECK)
@@ -39,9 +42,9 @@ run: setup
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist), each on its own test database: by default one per CPU and
 # one more, as its browser and server tests wait as well as compute (on 2 CPUs: 2 workers 395 s, 3 366 s, 4 378 s).
-# Then the tests marked `serial` (a PostgreSQL restart, felt by every connection) run alone; pytest's exit status 5
-# is "no test selected" (PYTEST_ARGS naming no serial test), not a failure. TEST_WORKERS=1 is one plain pytest run,
-# in which PYTEST_ARGS may carry its own -m.
+# Then the tests marked `serial` (a PostgreSQL restart, felt by every connection) run alone, collecting only the files
+# that mark one (tests/conftest.py); pytest's exit status 5 is "no test selected" (PYTEST_ARGS naming no serial
+# test), not a failure. TEST_WORKERS=1 is one plain pytest run, in which PYTEST_ARGS may carry its own -m.
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 1)')
 test: $(VENV)/.dev
 ifeq ($(TEST_WORKERS),1)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
+import sys
 
 from uvicorn.protocols.http.h11_impl import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE, H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -115,3 +116,20 @@ def port_taken_problem(host: str, port: int) -> str:
                 )
             return f"Cannot listen on {host}:{port} ({error.strerror}): set PORT (or HOST) to another."
     return ""
+
+
+def listen_problem(listen: str) -> str:
+    """Why a server could not listen on `listen` (HOST:PORT, as `make run` passes it); "" if it can."""
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return f"--listen must be HOST:PORT with a port from 1 to 65535, got {listen!r}."
+    return port_taken_problem(host.strip("[]"), int(port))
+
+
+if __name__ == "__main__":
+    # `python -m charming.serving HOST:PORT`: `make run`'s first step, so a taken port is said in a second, before
+    # the migrations; demo_setup --listen checks again just before it says "ready".
+    problem = listen_problem(sys.argv[1] if len(sys.argv) == 2 else "")
+    if problem:
+        print(problem, file=sys.stderr)
+        sys.exit(1)

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import functools
+
+import httpcore2
 import pytest
 from django.db import connection
 
@@ -18,6 +21,9 @@ def pytest_configure(config):
     from django.conf import global_settings, settings
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", *global_settings.PASSWORD_HASHERS]
+    # Every HTTP client (the tests' own, the SDK client's) builds its TLS context at creation, reading the system's CA
+    # bundle: 33 ms a client, for clients that talk plain HTTP to the live servers. One context serves them all.
+    httpcore2.default_ssl_context = functools.cache(httpcore2.default_ssl_context)
 
 
 @pytest.fixture(autouse=True)
@@ -57,7 +63,18 @@ def staff(db):
     return StaffFactory(username="staffer")
 
 
+def pytest_ignore_collect(collection_path, config):
+    """`-m serial` (make test's second run) collects only the test files that mark a test `serial` (in the file
+    itself, as every serial test is): collecting the whole suite to select them took 9 s."""
+    if config.getoption("markexpr") != "serial" or not collection_path.name.startswith("test_"):
+        return None
+    return True if collection_path.suffix == ".py" and "mark.serial" not in collection_path.read_text() else None
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:  # pytest_ignore_collect's rule, kept: a test marked elsewhere would never run in make test
+        if item.get_closest_marker("serial") and "mark.serial" not in item.path.read_text():
+            raise pytest.UsageError(f"{item.nodeid} is marked serial outside its file: mark it in the file itself.")
     if connection.vendor == "postgresql":
         return
     skip = pytest.mark.skip(reason="needs PostgreSQL (row locks and truly concurrent transactions); set DATABASE_URL")
@@ -80,3 +97,52 @@ def _sqlite_test_database_skips_fsync():
     connection_created.connect(no_fsync, weak=False)
     yield
     connection_created.disconnect(no_fsync)
+
+
+def _rows_as_inserts(db: str) -> list[tuple[str, list[list]]]:
+    """(INSERT, rows) for each table of database `db` that holds rows, values as its columns take them."""
+    from django.apps import apps
+    from django.db import connections
+
+    connection = connections[db]
+    inserts = []
+    for model in apps.get_models(include_auto_created=True):
+        fields = model._meta.local_concrete_fields
+        rows = [
+            [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields]
+            for row in model._base_manager.using(db).all()
+        ]
+        if rows:
+            columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+            marks = ", ".join(["%s"] * len(fields))
+            table = connection.ops.quote_name(model._meta.db_table)
+            inserts.append((f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows))
+    return inserts
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_restores_what_post_migrate_made():
+    """A test with committed data (`transactional_db`: the live servers' tests) ends with Django's `flush`, which
+    empties every table and then sends post_migrate, whose receivers (content types, permissions) make their rows
+    again one model at a time: 25-90 ms a test, 49 s of the suite. The first flush runs them; each later one puts
+    back, in one transaction, the rows they made then (same tables, same primary keys)."""
+    from django.contrib.contenttypes.models import ContentType
+    from django.core.management.commands import flush
+    from django.db import connections, transaction
+
+    original = flush.emit_post_migrate_signal
+    made: dict[str, list[tuple[str, list[list]]]] = {}  # per database
+
+    def post_migrate_rows(verbosity, interactive, db, **kwargs):
+        if db not in made:
+            original(verbosity, interactive, db, **kwargs)
+            made[db] = _rows_as_inserts(db)
+            return
+        with transaction.atomic(using=db), connections[db].cursor() as cursor:
+            for insert, rows in made[db]:
+                cursor.executemany(insert, rows)
+        ContentType.objects.clear_cache()
+
+    flush.emit_post_migrate_signal = post_migrate_rows
+    yield
+    flush.emit_post_migrate_signal = original

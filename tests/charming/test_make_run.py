@@ -1,5 +1,6 @@
-"""`make run` on a port already in use: it stops before the server, says which setting to change, and never
-prints "Charming is ready" (demo_setup --listen, charming.serving.port_taken_problem)."""
+"""`make run` on a port already in use: it stops at once (before the migrations, so the person waits a second, not
+fifteen), says which setting to change, and never prints "Charming is ready" (`python -m charming.serving`, then
+demo_setup --listen; charming.serving.listen_problem)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,4 @@ def test_make_run_refuses_a_taken_port_and_names_the_setting(tmp_path):
     assert f"Port {port} on 127.0.0.1 is already in use" in out.stderr
     assert f"make run PORT={port + 1}" in out.stderr
     assert "uvicorn" not in out.stdout  # the server was never started
+    assert not (tmp_path / "run.sqlite3").exists()  # nor the migrations: it was said first

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apps_registry.exceptions import CharmingError
 from apps_registry.services.demo import demo_setup
-from charming.serving import port_taken_problem
+from charming.serving import listen_problem
 
 
 class Command(BaseCommand):
@@ -25,13 +25,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, base_url: str, listen: str, **options: Any) -> None:
-        if listen:
-            host, _, port = listen.rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise CommandError(f"--listen must be HOST:PORT with a port from 1 to 65535, got {listen!r}.")
-            problem = port_taken_problem(host.strip("[]"), int(port))
-            if problem:
-                raise CommandError(problem)
+        problem = listen_problem(listen) if listen else ""
+        if problem:
+            raise CommandError(problem)
         try:
             creds = demo_setup()
         except CharmingError as error:
