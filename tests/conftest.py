@@ -99,50 +99,13 @@ def _sqlite_test_database_skips_fsync():
     connection_created.disconnect(no_fsync)
 
 
-def _rows_as_inserts(db: str) -> list[tuple[str, list[list]]]:
-    """(INSERT, rows) for each table of database `db` that holds rows, values as its columns take them."""
-    from django.apps import apps
-    from django.db import connections
-
-    connection = connections[db]
-    inserts = []
-    for model in apps.get_models(include_auto_created=True):
-        fields = model._meta.local_concrete_fields
-        rows = [
-            [field.get_db_prep_save(getattr(row, field.attname), connection) for field in fields]
-            for row in model._base_manager.using(db).all()
-        ]
-        if rows:
-            columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
-            marks = ", ".join(["%s"] * len(fields))
-            table = connection.ops.quote_name(model._meta.db_table)
-            inserts.append((f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows))
-    return inserts
-
-
 @pytest.fixture(scope="session", autouse=True)
-def _flush_restores_what_post_migrate_made():
-    """A test with committed data (`transactional_db`: the live servers' tests) ends with Django's `flush`, which
-    empties every table and then sends post_migrate, whose receivers (content types, permissions) make their rows
-    again one model at a time: 25-90 ms a test, 49 s of the suite. The first flush runs them; each later one puts
-    back, in one transaction, the rows they made then (same tables, same primary keys)."""
-    from django.contrib.contenttypes.models import ContentType
-    from django.core.management.commands import flush
-    from django.db import connections, transaction
+def _flush_is_cheap():
+    """The flush after each test with committed data leaves the same database in a few milliseconds, not 25-90 ms
+    (tests/flush.py)."""
+    from tests.flush import FlushRows
 
-    original = flush.emit_post_migrate_signal
-    made: dict[str, list[tuple[str, list[list]]]] = {}  # per database
-
-    def post_migrate_rows(verbosity, interactive, db, **kwargs):
-        if db not in made:
-            original(verbosity, interactive, db, **kwargs)
-            made[db] = _rows_as_inserts(db)
-            return
-        with transaction.atomic(using=db), connections[db].cursor() as cursor:
-            for insert, rows in made[db]:
-                cursor.executemany(insert, rows)
-        ContentType.objects.clear_cache()
-
-    flush.emit_post_migrate_signal = post_migrate_rows
+    flush = FlushRows()
+    flush.install()
     yield
-    flush.emit_post_migrate_signal = original
+    flush.uninstall()

@@ -5,6 +5,7 @@ written; secrets are derived (never stored), rotate with an overlap and never re
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import timedelta
 
@@ -176,13 +177,19 @@ def test_a_signature_made_with_another_secret_or_over_another_body_is_refused(ap
     assert expenses(app) == [] and not HookDelivery.objects.exists()
 
 
-@pytest.mark.parametrize(("offset", "says"), [(-301, "301 seconds old"), (400, "400 seconds in the future")])
+@pytest.mark.parametrize(("offset", "says"), [(-301, "old"), (400, "in the future")])
 def test_a_stale_or_future_signature_is_refused(app, made, offset, says):
     answer = deliver(made, {"amount": 1}, t=int(time.time()) + offset)
 
     assert answer.status_code == 401
     message = answer.json()["error"]["message"]
-    assert says in message and "within 300 seconds" in message and "CHARMING_HOOK_TOLERANCE_SECONDS" in message
+    said = re.search(rf"is (\d+) seconds {says};", message)
+    assert said, message
+    # The server reads its clock after the test did (2 s later seen, on a first request of a busy run): the stale
+    # signature is then a little older, the future one a little nearer, never the other way.
+    drift = (int(said.group(1)) - abs(offset)) * (1 if offset < 0 else -1)
+    assert 0 <= drift <= 5, message
+    assert "within 300 seconds" in message and "CHARMING_HOOK_TOLERANCE_SECONDS" in message
     assert expenses(app) == []
 
 
