@@ -44,7 +44,7 @@ from apps_registry.routes.dates import DATE_PATTERN, NOT_A_DATE, TIMESTAMP_PATTE
 from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
 from apps_registry.routes.store import ChangeSet, Group, Measure, RowOrder, document, encoded_record, missing
 
-_LOOKUPS = {"eq": "exact", "ne": "exact", "gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte", "in": "in"}
+_ID_OPERATORS = {"eq": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 
 
 def _json(value: Any) -> Any:
@@ -66,6 +66,11 @@ class _Column:
 
     def order(self) -> Any:
         return self.expression.desc() if self.descending else self.expression.asc()
+
+    def order_sql(self) -> str:
+        """This column in a hand-written ORDER BY (find's one statement), as `order()` compiles it."""
+        sql = self.expression.sql if self.kind == "data" else connection.ops.quote_name(self.kind)
+        return f"{sql} {'DESC' if self.descending else 'ASC'}"
 
     def nulls_last(self) -> bool:
         # The database's default place for NULLs, which find's ORDER BY uses (and an index scanned either way
@@ -598,24 +603,40 @@ class SqlStore:
             return None
         return document(record_id, _json(row[0]))
 
-    def _filtered(self, collection: str, where: list[tuple[tuple[str, ...], str, Any]]) -> QuerySet[Record]:
-        qs = self._records(collection)
+    def _where_sql(self, collection: str, where: list[tuple[tuple[str, ...], str, Any]]) -> tuple[list[str], list[Any]]:
+        """The filter as SQL conditions (all must hold) and their parameters: the one form `_filtered` gives the ORM
+        and `find` its own statement. Written by hand: type-exact on both databases, with a data field as a literal
+        expression (the form a declared index has: a key passed as a parameter never matches an index's
+        expression)."""
         vendor = connection.vendor
         served = index_served_equalities(self.indexes.get(collection, ()), where) if vendor == "postgresql" else set()
+        record_id = Record._meta.get_field("record_id")
+        conditions: list[str] = []
+        params: list[Any] = []
         for path, op, value in where:
-            if op == "contains":
-                qs = qs.filter(contains_sql(path, value, vendor))
-                continue
-            if path != ("id",):
-                # Written by hand: type-exact on both databases, with the field as a literal expression (the form
-                # a declared index has: a key passed as a parameter never matches an index's expression).
-                if op in ("eq", "ne", "in"):
-                    qs = qs.filter(equality_sql(path, op, value, vendor, gin=path not in served))
+            if path == ("id",):
+                ids = [record_id.get_db_prep_value(v, connection) for v in (value if op == "in" else [value])]
+                if op == "in":
+                    conditions.append(f"record_id IN ({', '.join(['%s'] * len(ids))})" if ids else "FALSE")
                 else:
-                    qs = qs.filter(comparison_sql(path, op, value, vendor))
+                    conditions.append("NOT (record_id = %s)" if op == "ne" else f"record_id {_ID_OPERATORS[op]} %s")
+                params += ids
                 continue
-            lookup = {"record_id" + ("" if op in ("eq", "ne") else f"__{_LOOKUPS[op]}"): value}
-            qs = qs.exclude(**lookup) if op == "ne" else qs.filter(**lookup)
+            if op == "contains":
+                condition = contains_sql(path, value, vendor)
+            elif op in ("eq", "ne", "in"):
+                condition = equality_sql(path, op, value, vendor, gin=path not in served)
+            else:
+                condition = comparison_sql(path, op, value, vendor)
+            conditions.append(condition.sql)
+            params += condition.params
+        return conditions, params
+
+    def _filtered(self, collection: str, where: list[tuple[tuple[str, ...], str, Any]]) -> QuerySet[Record]:
+        qs = self._records(collection)
+        conditions, params = self._where_sql(collection, where)
+        if conditions:
+            qs = qs.filter(RawSQL(" AND ".join(conditions), params, output_field=BooleanField()))
         return qs
 
     def find(
@@ -625,10 +646,13 @@ class SqlStore:
         order_by: list[tuple[tuple[str, ...], bool]],
         limit: int | None,
     ) -> list[dict[str, Any]]:
+        parts = _from_start(_page_columns(order_by))
+        if len(parts) == 1:  # one statement (always on PostgreSQL), written by hand: the ORM's took a tenth of a call
+            return self._find_one_statement(collection, where, parts[0][1], limit)
         qs = self._filtered(collection, where)
         rows: list[tuple[Any, ...]] = []
-        # One statement, or on SQLite (an order by a data field) one for its present values and one for its missing.
-        for condition, ordered in _from_start(_page_columns(order_by)):
+        # On SQLite, an order by a data field: one statement for its present values and one for its missing.
+        for condition, ordered in parts:
             found = (
                 qs.filter(condition).order_by(*(column.order() for column in ordered)).values_list("record_id", "data")
             )
@@ -636,6 +660,28 @@ class SqlStore:
             if limit is not None and len(rows) >= limit:
                 break
         return [document(record_id, data) for record_id, data in rows]
+
+    def _find_one_statement(
+        self,
+        collection: str,
+        where: list[tuple[tuple[str, ...], str, Any]],
+        columns: list[_Column],
+        limit: int | None,
+    ) -> list[dict[str, Any]]:
+        """`find` as one statement: the collection's records under the filter, in the order of `columns`."""
+        conditions, params = self._where_sql(collection, where)
+        storage = Record._meta.get_field("storage").get_db_prep_value(self.storage_id, connection)
+        sql = (
+            f"SELECT record_id, data FROM {connection.ops.quote_name(Record._meta.db_table)} "
+            f"WHERE {' AND '.join(['storage_id = %s', 'collection = %s', *conditions])} "
+            f"ORDER BY {', '.join(column.order_sql() for column in columns)}"
+        )
+        if limit is not None:
+            sql += " LIMIT %s"
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [storage, collection, *params, *([limit] if limit is not None else [])])
+            rows = cursor.fetchall()
+        return [document(record_id, _json(data)) for record_id, data in rows]
 
     def find_page(
         self,
