@@ -10,8 +10,8 @@ test). Together about 50 s of the suite on SQLite and 100 s on PostgreSQL.
 - it empties only the tables that hold rows (one query finds them), each with a DELETE in one transaction (Django's
   foreign keys are checked at its commit);
 - the first flush sends post_migrate as Django does and keeps what its receivers made. Later, a table holding
-  exactly those rows again (no test touched it) is left as it is; one that changed is emptied and given them back,
-  same primary keys, in one transaction.
+  exactly those rows again (no test touched it) is left as it is; one that changed (or was emptied) is emptied
+  and given them back, same primary keys, in one transaction.
 
 A flush the test case asks to reset sequences or cascade (`reset_sequences`, `available_apps`: the suite uses
 neither) is Django's own.
@@ -26,14 +26,15 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.management.commands import flush
 from django.db import connections, transaction
 
+# Per table: its rows as read back, and the INSERT with its values that puts them back.
+Held = dict[str, tuple[list[tuple], str, list[list]]]
+
 
 class FlushRows:
     def __init__(self) -> None:
         self.sql_flush, self.post_migrate = flush.sql_flush, flush.emit_post_migrate_signal
-        self.made: dict[
-            str, dict[str, tuple[list[tuple], str, list[list]]]
-        ] = {}  # db -> table -> (rows, INSERT, values)
-        self.emptied: dict[str, list[str]] = {}  # db -> tables of `made` the pending flush empties
+        self.made: dict[str, Held] = {}  # per database: what post_migrate made
+        self.emptied: dict[str, list[str]] = {}  # per database: the tables of `made` the pending flush empties
 
     def install(self) -> None:
         flush.sql_flush, flush.emit_post_migrate_signal = self.statements, self.rows_back
@@ -46,8 +47,14 @@ class FlushRows:
             return self.sql_flush(style, connection, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
         made = self.made.get(connection.alias, {})
         tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
-        emptied = [table for table in _tables_with_rows(connection, tables) if _changed(connection, table, made)]
-        self.emptied[connection.alias] = [table for table in emptied if table in made]
+        filled = set(_tables_with_rows(connection, tables))
+        # A table of post_migrate's that a test emptied is "emptied" again (an empty DELETE), so it is given its rows
+        # back, and the flush sends post_migrate even when no other table held a row.
+        ours = [
+            table for table in tables if table in made and (table not in filled or _changed(connection, table, made))
+        ]
+        self.emptied[connection.alias] = ours
+        emptied = ours + [table for table in tables if table in filled and table not in made]
         return [f"DELETE FROM {connection.ops.quote_name(table)}" for table in emptied]
 
     def rows_back(self, verbosity: int, interactive: bool, db: str, **kwargs: Any) -> None:
@@ -78,15 +85,15 @@ def _rows(connection: Any, table: str) -> list[tuple]:
         return cursor.fetchall()
 
 
-def _changed(connection: Any, table: str, made: dict[str, tuple[list[tuple], str, list[list]]]) -> bool:
-    """Whether `table` holds anything but what post_migrate made (a table it made nothing in: any row)."""
-    return table not in made or _rows(connection, table) != made[table][0]
+def _changed(connection: Any, table: str, made: Held) -> bool:
+    """Whether `table`, one of post_migrate's, holds anything but what it made."""
+    return _rows(connection, table) != made[table][0]
 
 
-def _rows_of_every_table(connection: Any) -> dict[str, tuple[list[tuple], str, list[list]]]:
+def _rows_of_every_table(connection: Any) -> Held:
     """For each table holding rows: those rows as read back, and an INSERT with its values as the columns take them."""
     quote = connection.ops.quote_name
-    held = {}
+    held: Held = {}
     for model in apps.get_models(include_auto_created=True):
         fields = model._meta.local_concrete_fields
         values = [

@@ -610,20 +610,19 @@ class SqlStore:
         expression)."""
         vendor = connection.vendor
         served = index_served_equalities(self.indexes.get(collection, ()), where) if vendor == "postgresql" else set()
-        record_id = Record._meta.get_field("record_id")
         conditions: list[str] = []
         params: list[Any] = []
         for path, op, value in where:
-            if path == ("id",):
-                ids = [record_id.get_db_prep_value(v, connection) for v in (value if op == "in" else [value])]
+            if op == "contains":
+                condition = contains_sql(path, value, vendor)
+            elif path == ("id",):  # the record's id: a string (steps.where_values made it one), never missing
+                ids = value if op == "in" else [value]
                 if op == "in":
                     conditions.append(f"record_id IN ({', '.join(['%s'] * len(ids))})" if ids else "FALSE")
                 else:
                     conditions.append("NOT (record_id = %s)" if op == "ne" else f"record_id {_ID_OPERATORS[op]} %s")
                 params += ids
                 continue
-            if op == "contains":
-                condition = contains_sql(path, value, vendor)
             elif op in ("eq", "ne", "in"):
                 condition = equality_sql(path, op, value, vendor, gin=path not in served)
             else:

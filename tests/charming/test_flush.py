@@ -23,17 +23,19 @@ def made_by_post_migrate() -> tuple[list, list]:
     )
 
 
-@pytest.mark.parametrize("touch_permissions", [False, True], ids=["untouched", "renamed-and-added"])
-def test_a_flush_empties_what_a_test_wrote_and_gives_back_what_post_migrate_made(transactional_db, touch_permissions):
+@pytest.mark.parametrize("permissions", ["untouched", "renamed-and-added", "all-deleted"])
+def test_a_flush_empties_what_a_test_wrote_and_gives_back_what_post_migrate_made(transactional_db, permissions):
     flushed()  # the worker's first flush (Django's own post_migrate) may be this one: what follows is a later one
     before = made_by_post_migrate()
     tables = connection.introspection.django_table_names(only_existing=True, include_views=False)
     post_migrate_tables = set(_tables_with_rows(connection, tables))
     assert post_migrate_tables == {ContentType._meta.db_table, Permission._meta.db_table}
     make_app(owner=UserFactory(username="writer"), name="Written")
-    if touch_permissions:
+    if permissions == "renamed-and-added":
         Permission.objects.filter(pk=before[1][0][0]).update(name="renamed")
         Permission.objects.create(content_type_id=before[0][0][0], codename="extra", name="Extra")
+    if permissions == "all-deleted":
+        Permission.objects.all().delete()
 
     flushed()
 
