@@ -44,8 +44,6 @@ from apps_registry.routes.dates import DATE_PATTERN, NOT_A_DATE, TIMESTAMP_PATTE
 from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
 from apps_registry.routes.store import ChangeSet, Group, Measure, RowOrder, document, encoded_record, missing
 
-_ID_OPERATORS = {"eq": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
-
 
 def _json(value: Any) -> Any:
     """A JSON column read with a plain cursor: text on SQLite (and jsonb under Django's loaders)."""
@@ -291,6 +289,16 @@ def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str, *, gin
 
 
 _COMPARISONS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def _id_sql(op: str, value: Any) -> RawSQL:
+    """A filter on the record's id: a string (steps.where_values made it one), never missing."""
+    if op == "in":
+        sql = f"record_id IN ({', '.join(['%s'] * len(value))})" if value else "FALSE"
+        return RawSQL(sql, list(value), output_field=BooleanField())
+    sql = "NOT (record_id = %s)" if op == "ne" else f"record_id {'=' if op == 'eq' else _COMPARISONS[op]} %s"
+    return RawSQL(sql, [value], output_field=BooleanField())
+
 
 # A collection's declared indexes, each as its fields' paths in order: what the store needs to know of them.
 Indexes = tuple[tuple[tuple[str, ...], ...], ...]
@@ -615,14 +623,8 @@ class SqlStore:
         for path, op, value in where:
             if op == "contains":
                 condition = contains_sql(path, value, vendor)
-            elif path == ("id",):  # the record's id: a string (steps.where_values made it one), never missing
-                ids = value if op == "in" else [value]
-                if op == "in":
-                    conditions.append(f"record_id IN ({', '.join(['%s'] * len(ids))})" if ids else "FALSE")
-                else:
-                    conditions.append("NOT (record_id = %s)" if op == "ne" else f"record_id {_ID_OPERATORS[op]} %s")
-                params += ids
-                continue
+            elif path == ("id",):
+                condition = _id_sql(op, value)
             elif op in ("eq", "ne", "in"):
                 condition = equality_sql(path, op, value, vendor, gin=path not in served)
             else:
