@@ -265,21 +265,36 @@ def committed(app, collection: str) -> set[str]:
     return set(Record.objects.filter(storage__app=app, collection=collection).values_list("record_id", flat=True))
 
 
-def what_committed(app) -> tuple[set[str], set[str], int]:
-    """The items, the logs and the counter as committed. The runner shares the server's connection pool, which
-    after a storm of killed backends may take longer than its timeout to hand out a fresh connection (seen once in
-    CI): the outcome is what is under test, so the reading waits for the database, up to a minute."""
+def once_the_database_answers(read):
+    """What `read` returns once the runner's database answers. The runner shares the server's connection pool,
+    which after a storm of killed backends or a restart may take longer than its timeout to hand out a fresh
+    connection (seen in CI, both reading an outcome and setting up the next test): what is under test is the
+    calls' outcome, so the runner waits for the database, up to a minute."""
     deadline = time.monotonic() + 60
     while True:
         connection.close()  # the runner's connection may have been broken by a kill or a restart: open a new one
         try:
-            items, logs = committed(app, "items"), committed(app, "logs")
-            counter = Record.objects.get(storage__app=app, collection="counters", record_id="total").data["n"]
-            return items, logs, counter
+            return read()
         except OperationalError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(1)
+
+
+@pytest.fixture(autouse=True)
+def database_back(transactional_db):
+    """Each test starts once the database answers again after the previous test's kills or restart."""
+    once_the_database_answers(runner_pid)
+
+
+def what_committed(app) -> tuple[set[str], set[str], int]:
+    """The items, the logs and the counter as committed."""
+
+    def read():
+        items, logs = committed(app, "items"), committed(app, "logs")
+        return items, logs, Record.objects.get(storage__app=app, collection="counters", record_id="total").data["n"]
+
+    return once_the_database_answers(read)
 
 
 def assert_told_the_truth(app, outcomes: list[Outcome], seen: Seen) -> None:
