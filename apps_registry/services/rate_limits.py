@@ -384,38 +384,45 @@ def _wait_text(seconds: int) -> str:
     return f"{math.ceil(seconds / 60)} minutes"
 
 
+def _person_budget_take(*, name: LimitName, key: str, what: str, instead: str, now: float | None) -> None:
+    """Count one use of `key`'s budget of limit `name`; when it is spent, RateLimited worded for a person: "<what>
+    (its limit: ...). <instead>try again in <wait>." (`what` may name the budget's `{burst}`)."""
+    rate = current_rate(name)
+    wait = rate_budget_take(key=key, rate=rate, now=now)
+    if wait is None:
+        return
+    seconds = retry_after_seconds(wait)
+    raise RateLimited(
+        f"{what.format(burst=rate.burst)} (its limit: {_limits_text(rate)}). {instead}try again in "
+        f"{_wait_text(seconds)}.",
+        limit=rate.limit.name,
+        retry_after_seconds=seconds,
+        details=rate.details(seconds),
+    )
+
+
 def signup_budget_take(*, address: str | None, now: float | None = None) -> None:
     """Count one account created from `address` (its /64 for IPv6); RateLimited when the address has spent its
     budget of sign-ups, before anything is created."""
-    rate = current_rate("signups")
-    key = "signup:" + client_address_key(address).removeprefix("auth:")
-    wait = rate_budget_take(key=key, rate=rate, now=now)
-    if wait is not None:
-        seconds = retry_after_seconds(wait)
-        raise RateLimited(
-            f"Too many accounts were created from your network address (its limit: {_limits_text(rate)}). "
-            f"No account was created; try again in {_wait_text(seconds)}.",
-            limit=rate.limit.name,
-            retry_after_seconds=seconds,
-            details=rate.details(seconds),
-        )
+    _person_budget_take(
+        name="signups",
+        key="signup:" + client_address_key(address).removeprefix("auth:"),
+        what="Too many accounts were created from your network address",
+        instead="No account was created; ",
+        now=now,
+    )
 
 
 def confirmation_mail_budget_take(*, user_id: Any, now: float | None = None) -> None:
     """Count one confirmation link sent again to account `user_id`'s address; RateLimited when spent (so nobody can
     fill an inbox with them)."""
-    rate = current_rate("confirmation_mails")
-    wait = rate_budget_take(key=f"mail:{user_id}", rate=rate, now=now)
-    if wait is not None:
-        seconds = retry_after_seconds(wait)
-        raise RateLimited(
-            f"A confirmation link was sent to this address {rate.burst} times in a short while (its limit: "
-            f"{_limits_text(rate)}). Nothing was sent; look for the last one (and in your spam folder), or try again "
-            f"in {_wait_text(seconds)}.",
-            limit=rate.limit.name,
-            retry_after_seconds=seconds,
-            details=rate.details(seconds),
-        )
+    _person_budget_take(
+        name="confirmation_mails",
+        key=f"mail:{user_id}",
+        what="A confirmation link was sent to this address {burst} times in a short while",
+        instead="Nothing was sent; look for the last one (and in your spam folder), or ",
+        now=now,
+    )
 
 
 # --- concurrency: at most N of one kind of work at once per account, across every process ---
@@ -534,13 +541,4 @@ def visitor_budget_take(*, address_key: str, app_id: uuid.UUID, write: bool, now
     if write:  # last: a request refused by the others spends none of the address's actions
         budgets.append(("visitor_writes", f"visitor-writes:{address}", "You sent many forms to public apps"))
     for name, key, what in budgets:
-        rate = current_rate(name)
-        wait = rate_budget_take(key=key, rate=rate, now=now)
-        if wait is not None:
-            seconds = retry_after_seconds(wait)
-            raise RateLimited(
-                f"{what} (its limit: {_limits_text(rate)}). Nothing was done; try again in {_wait_text(seconds)}.",
-                limit=rate.limit.name,
-                retry_after_seconds=seconds,
-                details=rate.details(seconds),
-            )
+        _person_budget_take(name=name, key=key, what=what, instead="Nothing was done; ", now=now)
