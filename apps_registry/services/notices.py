@@ -19,11 +19,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mass_mail
 from django.db import transaction
-from django.urls import reverse
 from django.utils import timezone
 
 from apps_registry.access import app_for
 from apps_registry.exceptions import NotFound
+from apps_registry.links import app_page_url
 from apps_registry.models import App, Membership, Notice, NoticeReceipt, Role
 from apps_registry.routes.steps import NOTIFY_ROLES, NoticeDraft
 from apps_registry.values import clip, parse_uuid
@@ -132,7 +132,7 @@ def _bound_reached_once(app: App, *, now: datetime, bound: int) -> None:
 
 def _mail(notice: Notice, app: App, user_ids: list[Any]) -> None:
     """E-mail the notice to the recipients whose address is confirmed (an unconfirmed one may be someone else's)."""
-    page = settings.CHARMING_PUBLIC_URL + reverse("app_page", args=[app.id])
+    page = app_page_url(app.id)
     body = (
         f"{notice.text}\n\n"
         f"-- Sent by your app '{app.name}' on Charming: {page}\n"

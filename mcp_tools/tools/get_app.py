@@ -8,6 +8,7 @@ from typing import Any
 from apps_registry import selectors
 from apps_registry.access import app_for
 from apps_registry.cursors import items_within_budget
+from apps_registry.links import app_page_url, public_page_url
 from apps_registry.models import Route
 from apps_registry.oauth.policy import app_mcp_url
 from apps_registry.services.advisories import advisories_deliver
@@ -43,9 +44,13 @@ def _describe(
         "role": role,
         "version": app.version,
         "mcp_url": app_mcp_url(app.id),
+        "page_url": app_page_url(app.id),
         "authoring_guide": GUIDE_URI,
         "routes": routes[:kept],
     }
+    public = selectors.public_listing_of(app)
+    if public is not None:
+        value["public_url"] = public_page_url(public.handle)
     return value, paging, advisories_as_contract(advisories_deliver(actor=user, app=app))
 
 
@@ -53,8 +58,11 @@ async def handle(call: ToolCall) -> ToolResult:
     value, paging, advisories = await db(_describe, call.user, call.arguments["app_id"], call.arguments.get("cursor"))
     lines = [
         f"App '{value['name']}' (id {value['id']}, version {value['version']}); you are {value['role']}.",
+        f"Its page, for the person to open in a browser: {value['page_url']}",
         f"Its own MCP server, with each route as a tool: {value['mcp_url']}",
     ]
+    if "public_url" in value:
+        lines.append(f"It is public: anyone may open {value['public_url']}")
     if value["description"]:
         lines.append(value["description"])
     if not value["routes"]:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
 from jsonschema import Draft202012Validator
 
 from apps_registry.access import membership_set
 from apps_registry.models import Feedback, FeedbackResponse
 from apps_registry.services.definitions import app_definition_save
+from apps_registry.services.public_apps import public_app_set
 from apps_registry.services.staff import feedback_respond
 from mcp_tools.registry import TOOLS
 from tests.factories import AdvisoryFactory, FeedbackFactory, make_app
-from tests.mcp_tools.conftest import MODES, call_tool_error, call_tool_ok, text_of
+from tests.mcp_tools.conftest import MODERN, MODES, call_tool_error, call_tool_ok, text_of
 from tests.mcp_tools.test_mutate_app import DEFINITION
 from tests.messages import app_not_found
 
@@ -51,6 +54,20 @@ def test_get_app_describes_the_app_and_its_routes(live, alice, budget, mode):
     assert "count_expenses (query, call with query_app)" in text_of(result)
     assert value["mcp_url"] == f"http://127.0.0.1:8000/mcp/apps/{budget.id}"
     assert f"Its own MCP server, with each route as a tool: {value['mcp_url']}" in text_of(result)
+    assert value["page_url"] == f"http://127.0.0.1:8000/apps/{budget.id}/"
+    assert f"Its page, for the person to open in a browser: {value['page_url']}" in text_of(result)
+    assert "public_url" not in value and "It is public" not in text_of(result)
+
+
+def test_get_app_gives_a_public_apps_address_and_both_addresses_serve_their_pages(live, alice, budget, client):
+    public_app_set(actor=alice.user, app_id=budget.id, handle="our-budget", mutations=[])
+
+    value = valid("get_app", call_tool_ok(live, alice, MODERN, "get_app", {"app_id": str(budget.id)}))["value"]
+
+    assert value["public_url"] == "http://127.0.0.1:8000/p/our-budget/"
+    assert client.get(urlsplit(value["public_url"]).path).status_code == 200  # anyone's
+    client.force_login(alice.user)
+    assert client.get(urlsplit(value["page_url"]).path).status_code == 200
 
 
 @pytest.mark.parametrize("mode", MODES)
