@@ -37,7 +37,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -56,10 +55,11 @@ from apps_registry.exceptions import (
     RateLimited,
     unstorable_text_refuse,
 )
-from apps_registry.models import App, ChangeVia, Hook, HookDelivery, HookDeliveryOutcome, Route, RouteKind
+from apps_registry.models import App, ChangeVia, Hook, HookDelivery, HookDeliveryOutcome, Route
 from apps_registry.ratelimits import current_rate
 from apps_registry.redaction import redact
 from apps_registry.services.apps import audit_record
+from apps_registry.services.automation import invalid, kept_for, mutation_route_checked, shares_check
 from apps_registry.services.rate_limits import (
     app_budget_take,
     auth_failure_record,
@@ -149,10 +149,6 @@ def _new_secret(hook: Hook) -> str:
     return secret
 
 
-def _invalid(path: str, message: str) -> InvalidInput:
-    return InvalidInput(f"{path.removeprefix('$.')} {message}.", errors=[{"path": path, "message": message}])
-
-
 def hook_app_for(*, actor: Any, app_id: Any, for_update: bool = False) -> App:
     """The app, if `actor` may manage its webhooks (the owner and editors)."""
     return manager_app_for(actor=actor, app_id=app_id, what="webhooks", for_update=for_update)
@@ -160,47 +156,19 @@ def hook_app_for(*, actor: Any, app_id: Any, for_update: bool = False) -> App:
 
 def _route_checked(*, app: App, route: Any) -> Route:
     unstorable_text_refuse(route, path="$.route", what="The route name")
-    found = Route.objects.filter(app=app, name=route).first() if isinstance(route, str) else None
-    mutations = sorted(Route.objects.filter(app=app, kind=RouteKind.MUTATION).values_list("name", flat=True))
-    listing = ", ".join(mutations) or "none"
-    if found is None:
-        shown = clip(route, 60) if isinstance(route, str) else type(route).__name__
-        raise _invalid("$.route", f"'{shown}' is not a route of app '{app.name}'; its mutation routes: {listing}")
-    if found.kind != RouteKind.MUTATION:
-        raise _invalid("$.route", f"'{found.name}' is a query; webhooks run mutations. Its mutation routes: {listing}")
-    return found
+    return mutation_route_checked(app=app, route=route, what="webhooks")
 
 
 def _description_checked(description: Any) -> str:
     if description is None:
         return ""
     if not isinstance(description, str):
-        raise _invalid("$.description", f"must be text, got {type(description).__name__}")
+        raise invalid("$.description", f"must be text, got {type(description).__name__}")
     unstorable_text_refuse(description, path="$.description", what="The description")
     text = " ".join(description.split())
     if len(text) > 200:
-        raise _invalid("$.description", f"is {len(text)} characters long; at most 200")
+        raise invalid("$.description", f"is {len(text)} characters long; at most 200")
     return text
-
-
-def _counts_check(app: App) -> None:
-    """Refuse one hook more than the app's or its owner's share, under the owner's row lock (two saves of two apps
-    of one owner cannot both take the last place)."""
-    get_user_model().objects.select_for_update().filter(pk=app.owner_id).first()
-    per_app = settings.CHARMING_HOOKS_PER_APP
-    if Hook.objects.filter(app=app).count() >= per_app:
-        raise OperationFailed(
-            f"App '{app.name}' has {per_app} webhooks, the most an app may have (CHARMING_HOOKS_PER_APP). "
-            "Delete one it no longer needs (list_hooks shows them).",
-            details={"limit": "hooks_per_app", "max": per_app},
-        )
-    per_owner = settings.CHARMING_HOOKS_PER_OWNER
-    if Hook.objects.filter(app__owner_id=app.owner_id).count() >= per_owner:
-        raise OperationFailed(
-            f"The apps of this app's owner have {per_owner} webhooks, the most one owner's apps may have "
-            "(CHARMING_HOOKS_PER_OWNER). Delete one first.",
-            details={"limit": "hooks_per_owner", "max": per_owner},
-        )
 
 
 @transaction.atomic
@@ -210,7 +178,14 @@ def hook_create(*, actor: Any, app_id: Any, route: Any, description: Any = "") -
     app = hook_app_for(actor=actor, app_id=app_id, for_update=True)  # the counts are checked one save at a time
     found = _route_checked(app=app, route=route)
     text = _description_checked(description)
-    _counts_check(app)
+    shares_check(
+        app,
+        Hook,
+        what="webhooks",
+        limit="hooks",
+        setting="CHARMING_HOOKS",
+        instead="Delete one it no longer needs (list_hooks shows them).",
+    )
     hook = Hook(app=app, route=found.name, description=text, creator=actor)
     secret = _new_secret(hook)
     hook.save()
@@ -226,19 +201,10 @@ def hook_create(*, actor: Any, app_id: Any, route: Any, description: Any = "") -
 def _hook_for(*, actor: Any, hook_id: Any, app_id: Any = None, for_update: bool = False) -> Hook:
     """The hook (of app `app_id`, when given), if `actor` may manage its app's webhooks; NotFound alike for a missing
     hook and one of an app the actor cannot see."""
-    pk = parse_uuid(hook_id)
-    rows = Hook.objects.select_related("app", "creator")
-    if app_id is not None:
-        app_pk = parse_uuid(app_id)
-        rows = rows.filter(app_id=app_pk) if app_pk is not None else rows.none()
-    hook = None if pk is None else (rows.select_for_update(of=("self",)) if for_update else rows).filter(pk=pk).first()
-    if hook is None:
-        raise NotFound(f"No webhook with id {clip(hook_id)} exists or is visible to you.")
-    try:
-        hook_app_for(actor=actor, app_id=hook.app_id)  # AccessDenied for a viewer
-    except NotFound:
-        raise NotFound(f"No webhook with id {clip(hook_id)} exists or is visible to you.") from None
-    return hook
+    missing = f"No webhook with id {clip(hook_id)} exists or is visible to you."
+    return kept_for(
+        Hook, actor=actor, kept_id=hook_id, app_id=app_id, for_update=for_update, what="webhooks", missing=missing
+    )
 
 
 @transaction.atomic
@@ -248,9 +214,9 @@ def hook_rotate(*, actor: Any, hook_id: Any, keep_old_minutes: Any = None, app_i
     if keep_old_minutes is None:
         keep_old_minutes = settings.CHARMING_HOOK_ROTATION_OVERLAP_MINUTES
     if isinstance(keep_old_minutes, bool) or not isinstance(keep_old_minutes, int):
-        raise _invalid("$.keep_old_minutes", f"must be a whole number of minutes, got {clip(keep_old_minutes, 40)}")
+        raise invalid("$.keep_old_minutes", f"must be a whole number of minutes, got {clip(keep_old_minutes, 40)}")
     if not 0 <= keep_old_minutes <= MOST_OVERLAP_MINUTES:
-        raise _invalid(
+        raise invalid(
             "$.keep_old_minutes", f"must be from 0 to {MOST_OVERLAP_MINUTES} (a week), got {keep_old_minutes}"
         )
     hook = _hook_for(actor=actor, hook_id=hook_id, app_id=app_id, for_update=True)

@@ -36,7 +36,6 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Q
@@ -50,20 +49,20 @@ from apps_registry.exceptions import (
     AppMigrating,
     CharmingError,
     InvalidInput,
-    NotFound,
     OperationFailed,
     RateLimited,
     unstorable_text_refuse,
 )
-from apps_registry.models import App, ChangeVia, Route, RouteKind, Schedule, ScheduleRun, ScheduleRunOutcome
+from apps_registry.models import App, ChangeVia, Route, Schedule, ScheduleRun, ScheduleRunOutcome
 from apps_registry.redaction import redact
 from apps_registry.routes.cache import cache_route, cached_route, compile_route
 from apps_registry.routes.limits import current_limits
 from apps_registry.routes.runtime import params_check
 from apps_registry.services.apps import audit_record
+from apps_registry.services.automation import invalid, kept_for, mutation_route_checked, shares_check
 from apps_registry.services.rate_limits import app_budget_take
 from apps_registry.services.record_migrations import migration_resume_if_stale
-from apps_registry.values import clip, parse_uuid
+from apps_registry.values import clip
 
 logger = logging.getLogger(__name__)
 
@@ -132,15 +131,15 @@ def _run_dict(run: ScheduleRun) -> dict[str, Any]:
 def cron_checked(cron: Any, *, path: str = "$.cron") -> str:
     """The five-field expression `cron` stands for (a preset's, or itself), or InvalidInput saying what to fix."""
     if not isinstance(cron, str) or not cron.strip():
-        raise _invalid(
+        raise invalid(
             path, "must be a five-field cron expression such as '30 7 * * 1-5' or a preset: " + ", ".join(PRESETS)
         )
     text = " ".join(cron.split())
     if len(text) > 120:
-        raise _invalid(path, f"is {len(text)} characters long; a cron expression has at most 120")
+        raise invalid(path, f"is {len(text)} characters long; a cron expression has at most 120")
     expression = PRESETS.get(text.lower(), text)
     if len(expression.split(" ")) != 5:
-        raise _invalid(
+        raise invalid(
             path,
             f"'{clip(cron, 60)}' has {len(expression.split(' '))} fields; a cron expression has five: minute hour "
             f"day-of-month month day-of-week (e.g. '30 7 * * 1-5'), or use a preset: {', '.join(PRESETS)}",
@@ -149,11 +148,11 @@ def cron_checked(cron: Any, *, path: str = "$.cron") -> str:
         times = CronSim(expression, datetime(2026, 1, 1, tzinfo=UTC))
         upcoming = [next(times) for _ in range(50)]
     except (CronSimError, StopIteration) as problem:
-        raise _invalid(path, f"'{clip(cron, 60)}' is not a valid cron expression ({problem})") from None
+        raise invalid(path, f"'{clip(cron, 60)}' is not a valid cron expression ({problem})") from None
     least = min(b - a for a, b in zip(upcoming, upcoming[1:], strict=False))
     minimum = timedelta(minutes=settings.CHARMING_SCHEDULE_MIN_MINUTES)
     if least < minimum:
-        raise _invalid(
+        raise invalid(
             path,
             f"'{clip(cron, 60)}' runs every {int(least.total_seconds() // 60)} minute(s); schedules run at most "
             f"every {settings.CHARMING_SCHEDULE_MIN_MINUTES} minutes (CHARMING_SCHEDULE_MIN_MINUTES)",
@@ -165,7 +164,7 @@ def zone_checked(name: Any, *, path: str = "$.timezone") -> ZoneInfo:
     """The IANA time zone `name`, or InvalidInput."""
     if isinstance(name, str) and name in _zones():
         return ZoneInfo(name)
-    raise _invalid(path, f"{clip(name, 60)!r} is not an IANA time zone; use a name such as 'Europe/Berlin' or 'UTC'")
+    raise invalid(path, f"{clip(name, 60)!r} is not an IANA time zone; use a name such as 'Europe/Berlin' or 'UTC'")
 
 
 @cache
@@ -180,22 +179,11 @@ def next_due(*, cron: str, time_zone: str, after: datetime) -> datetime:
     return next(CronSim(cron, after.astimezone(zone))).astimezone(UTC)
 
 
-def _invalid(path: str, message: str) -> InvalidInput:
-    return InvalidInput(f"{path.removeprefix('$.')} {message}.", errors=[{"path": path, "message": message}])
-
-
 def _route_checked(*, app: App, route: Any, params: Any) -> Route:
     """The app's mutation route named `route`, with `params` checked against its input schema."""
     unstorable_text_refuse(route, path="$.route", what="The route name")
     unstorable_text_refuse(params, path="$.params", what="The params")
-    found = Route.objects.filter(app=app, name=route).first() if isinstance(route, str) else None
-    mutations = sorted(Route.objects.filter(app=app, kind=RouteKind.MUTATION).values_list("name", flat=True))
-    listing = ", ".join(mutations) or "none"
-    if found is None:
-        shown = clip(route, 60) if isinstance(route, str) else type(route).__name__
-        raise _invalid("$.route", f"'{shown}' is not a route of app '{app.name}'; its mutation routes: {listing}")
-    if found.kind != RouteKind.MUTATION:
-        raise _invalid("$.route", f"'{found.name}' is a query; schedules run mutations. Its mutation routes: {listing}")
+    found = mutation_route_checked(app=app, route=route, what="schedules")
     limits = current_limits()
     version = (found.version, found.updated_at)
     compiled = cached_route(route_id=found.pk, version=version, limits=limits)
@@ -215,47 +203,21 @@ def _route_checked(*, app: App, route: Any, params: Any) -> Route:
 def _schedule_for(*, actor: Any, schedule_id: Any, app_id: Any = None, for_update: bool = False) -> Schedule:
     """The schedule (of app `app_id`, when given), if `actor` may manage its app's schedules (owner or editor);
     NotFound alike for a missing schedule and one of an app the actor cannot see."""
-    pk = parse_uuid(schedule_id)
-    rows = Schedule.objects.select_related("app", "creator")
-    if app_id is not None:
-        app_pk = parse_uuid(app_id)
-        rows = rows.filter(app_id=app_pk) if app_pk is not None else rows.none()
-    # Only the schedule's row: its app's row stays free for the mutations that lock it (KEY SHARE) meanwhile.
-    schedule = (
-        None if pk is None else (rows.select_for_update(of=("self",)) if for_update else rows).filter(pk=pk).first()
+    missing = f"No schedule with id {clip(schedule_id)} exists or is visible to you."
+    return kept_for(
+        Schedule,
+        actor=actor,
+        kept_id=schedule_id,
+        app_id=app_id,
+        for_update=for_update,
+        what="schedules",
+        missing=missing,
     )
-    if schedule is None:
-        raise NotFound(f"No schedule with id {clip(schedule_id)} exists or is visible to you.")
-    try:
-        schedule_app_for(actor=actor, app_id=schedule.app_id)  # AccessDenied for a viewer
-    except NotFound:
-        raise NotFound(f"No schedule with id {clip(schedule_id)} exists or is visible to you.") from None
-    return schedule
 
 
 def schedule_app_for(*, actor: Any, app_id: Any, for_update: bool = False) -> App:
     """The app, if `actor` may manage its schedules (the owner and editors, as for its definition)."""
     return manager_app_for(actor=actor, app_id=app_id, what="schedules", for_update=for_update)
-
-
-def _counts_check(app: App) -> None:
-    """Refuse one schedule more than the app's or its owner's share; under the owner's row lock, so two saves (of two
-    apps of one owner) cannot both take the last place."""
-    get_user_model().objects.select_for_update().filter(pk=app.owner_id).first()
-    per_app = settings.CHARMING_SCHEDULES_PER_APP
-    if Schedule.objects.filter(app=app).count() >= per_app:
-        raise OperationFailed(
-            f"App '{app.name}' has {per_app} schedules, the most an app may have (CHARMING_SCHEDULES_PER_APP). "
-            "Delete one, or have one route do more per run.",
-            details={"limit": "schedules_per_app", "max": per_app},
-        )
-    per_owner = settings.CHARMING_SCHEDULES_PER_OWNER
-    if Schedule.objects.filter(app__owner_id=app.owner_id).count() >= per_owner:
-        raise OperationFailed(
-            f"The apps of this app's owner have {per_owner} schedules, the most one owner's apps may have "
-            "(CHARMING_SCHEDULES_PER_OWNER). Delete one first.",
-            details={"limit": "schedules_per_owner", "max": per_owner},
-        )
 
 
 def _duplicate_refuse(*, app: App, route: str, cron: str, time_zone: str, params: Any, but: Any = None) -> None:
@@ -281,7 +243,14 @@ def schedule_create(
     expression = cron_checked(cron)
     zone_checked(time_zone)
     found = _route_checked(app=app, route=route, params=params)
-    _counts_check(app)
+    shares_check(
+        app,
+        Schedule,
+        what="schedules",
+        limit="schedules",
+        setting="CHARMING_SCHEDULES",
+        instead="Delete one, or have one route do more per run.",
+    )
     _duplicate_refuse(app=app, route=found.name, cron=expression, time_zone=time_zone, params=params)
     schedule = Schedule.objects.create(
         app=app, route=found.name, cron=expression, time_zone=time_zone, params=params, creator=actor
@@ -320,7 +289,7 @@ def schedule_update(
     schedule of another app is not found."""
     schedule = _schedule_for(actor=actor, schedule_id=schedule_id, app_id=app_id, for_update=True)
     if active is not _UNSET and not isinstance(active, bool):
-        raise _invalid("$.active", "must be true (run) or false (pause)")
+        raise invalid("$.active", "must be true (run) or false (pause)")
     changed = sorted(
         name
         for name, given in (("route", route), ("cron", cron), ("timezone", time_zone), ("params", params))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -454,6 +455,12 @@ def test_viewers_cannot_see_or_manage_hooks_and_strangers_cannot_find_them(app, 
         )
         with pytest.raises(NotFound):
             call(stranger)
+    with pytest.raises(NotFound) as hidden:
+        hook_delete(actor=stranger, hook_id=hook_id)
+    assert hidden.value.message == f"No webhook with id {hook_id} exists or is visible to you."  # as for none
+    with pytest.raises(NotFound) as missing:
+        hook_delete(actor=owner, hook_id=hook_id, app_id=uuid.uuid4())
+    assert missing.value.message == hidden.value.message
     assert Hook.objects.get(pk=hook_id).secret_nonce == made.view.hook.secret_nonce
 
 
@@ -469,8 +476,16 @@ def test_hooks_per_app_and_per_owner_are_bounded(app, owner, settings):
     with pytest.raises(OperationFailed) as per_owner:
         hook_create(actor=owner, app_id=second.id, route="add_expense")
 
-    assert "CHARMING_HOOKS_PER_APP" in per_app.value.message and per_app.value.details["max"] == 2
-    assert "CHARMING_HOOKS_PER_OWNER" in per_owner.value.message
+    assert per_app.value.message == (
+        "App 'Budget' has 2 webhooks, the most an app may have (CHARMING_HOOKS_PER_APP). Delete one it no longer "
+        "needs (list_hooks shows them)."
+    )
+    assert per_app.value.details == {"limit": "hooks_per_app", "max": 2}
+    assert per_owner.value.message == (
+        "The apps of this app's owner have 3 webhooks, the most one owner's apps may have (CHARMING_HOOKS_PER_OWNER). "
+        "Delete one first."
+    )
+    assert per_owner.value.details == {"limit": "hooks_per_owner", "max": 3}
 
 
 def test_get_on_a_hook_is_refused_with_the_methods_it_takes(made):

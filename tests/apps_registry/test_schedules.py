@@ -112,7 +112,7 @@ def test_a_schedule_is_saved_with_its_first_time_and_task(owner, app):
         ({"cron": "0 0 * * " + "1," * 70 + "1"}, "$.cron", "at most 120"),
         ({"route": "ti\x00ck"}, "$.route", "NUL"),
         ({"params": {"by": 1, "note": "a\x00b"}}, "$.params.note", "NUL"),
-        ({"route": "count"}, "$.route", "is a query"),
+        ({"route": "count"}, "$.route", "'count' is a query; schedules run mutations. Its mutation routes: broken,"),
         (
             {"route": "nope"},
             "$.route",
@@ -140,8 +140,9 @@ def test_viewers_and_strangers_cannot_manage_schedules(owner, app):
     schedule = schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": 1}).schedule
     with pytest.raises(NotFound):
         schedule_create(actor=stranger, app_id=app.id, route="tick", cron="hourly", params={"by": 1})
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as hidden:
         schedule_delete(actor=stranger, schedule_id=schedule.id)
+    assert hidden.value.message == f"No schedule with id {schedule.id} exists or is visible to you."
     with pytest.raises(AccessDenied):
         schedule_update(actor=viewer, schedule_id=schedule.id, active=False)
     assert schedules_for(actor=viewer, app_id=app.id)[1][0].schedule == schedule  # viewers see them
@@ -153,12 +154,17 @@ def test_an_app_has_at_most_its_share_of_schedules(owner, app, settings):
         schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": by})
     with pytest.raises(OperationFailed) as refused:
         schedule_create(actor=owner, app_id=app.id, route="tick", cron="hourly", params={"by": 3})
-    assert refused.value.details["limit"] == "schedules_per_app"
+    assert refused.value.details == {"limit": "schedules_per_app", "max": 2}
+    assert refused.value.message == (
+        "App 'Chores' has 2 schedules, the most an app may have (CHARMING_SCHEDULES_PER_APP). Delete one, or have one "
+        "route do more per run."
+    )
     settings.CHARMING_SCHEDULES_PER_APP, settings.CHARMING_SCHEDULES_PER_OWNER = 10, 2
     second = app_definition_save(actor=owner, definition={**CHORES, "name": "Other"})
     with pytest.raises(OperationFailed) as refused:
         schedule_create(actor=owner, app_id=second.id, route="tick", cron="hourly", params={"by": 1})
-    assert refused.value.details["limit"] == "schedules_per_owner"
+    assert refused.value.details == {"limit": "schedules_per_owner", "max": 2}
+    assert "2 schedules, the most one owner's apps may have (CHARMING_SCHEDULES_PER_OWNER)" in refused.value.message
 
 
 def test_each_due_time_runs_once_and_plans_the_next(owner, app):
