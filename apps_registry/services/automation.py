@@ -8,14 +8,13 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import models
 
 from apps_registry.access import manager_app_for
 from apps_registry.exceptions import InvalidInput, NotFound, OperationFailed
-from apps_registry.models import App, Route, RouteKind
+from apps_registry.models import App, Hook, Route, RouteKind, Schedule
 from apps_registry.values import clip, parse_uuid
 
-Kept = TypeVar("Kept", bound=models.Model)
+Kept = TypeVar("Kept", Hook, Schedule)  # what an app's managers keep: each has its app and its creator
 
 
 def invalid(path: str, message: str) -> InvalidInput:
@@ -43,7 +42,7 @@ def kept_for(
     with `missing` alike for a missing row and one of an app the actor cannot see, AccessDenied for a viewer. Only
     the row itself is locked: its app's row stays free for the mutations that lock it (KEY SHARE) meanwhile."""
     pk = parse_uuid(kept_id)
-    rows = model.objects.select_related("app", "creator")  # type: ignore[attr-defined]
+    rows = model._default_manager.select_related("app", "creator")
     if app_id is not None:
         app_pk = parse_uuid(app_id)
         rows = rows.filter(app_id=app_pk) if app_pk is not None else rows.none()
@@ -57,12 +56,12 @@ def kept_for(
     return found
 
 
-def shares_check(app: App, model: type[models.Model], *, what: str, limit: str, setting: str, instead: str) -> None:
+def shares_check(app: App, model: type[Hook | Schedule], *, what: str, limit: str, setting: str, instead: str) -> None:
     """Refuse one `model` row (one of the app's `what`) more than the app's share (setting `setting`_PER_APP) or its
     owner's (`setting`_PER_OWNER), under the owner's row lock, so two saves of two apps of one owner cannot both take
     the last place. `instead` is what the person may do at the app's share; `limit` names both in the details."""
     get_user_model().objects.select_for_update().filter(pk=app.owner_id).first()
-    rows = model.objects  # type: ignore[attr-defined]
+    rows = model._default_manager
     per_app = getattr(settings, f"{setting}_PER_APP")
     if rows.filter(app=app).count() >= per_app:
         raise OperationFailed(
