@@ -29,9 +29,15 @@ def tool_result_bytes() -> int:
     return int(getattr(settings, "CHARMING_TOOL_RESULT_BYTES", TOOL_RESULT_BYTES_DEFAULT))
 
 
+def compact_json(value: Any) -> str:
+    """`value` as compact JSON, as a tool result's text carries it (no indent: fewer of a model's tokens, and the C
+    encoder, where indent takes Python's)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def json_bytes(value: Any) -> int:
     """The size of `value` as compact JSON, as a tool result would carry it."""
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str).encode())
+    return len(compact_json(value).encode())
 
 
 def items_within_budget(items: list[Any], budget: int | None = None) -> int:

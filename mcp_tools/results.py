@@ -15,7 +15,7 @@ from typing import Any
 
 import mcp_types as types
 
-from apps_registry.cursors import json_bytes, tool_result_bytes
+from apps_registry.cursors import compact_json, tool_result_bytes
 from apps_registry.exceptions import (
     AccessDenied,
     AppNotFound,
@@ -127,25 +127,32 @@ def envelope_ok(
     *,
     advisories: list[dict[str, Any]] | None = None,
     text: str | None = None,
+    value_json: str | None = None,
     paging: dict[str, Any] | None = None,
     meta: dict[str, Any] | None = None,
 ) -> types.CallToolResult:
     """A successful envelope: `{ok: true, value, advisories?}` (plus `next_cursor`/`truncated` from `paging`,
-    for the tools whose contract pages); the text is the value as JSON unless given. `meta` is the result's
-    `_meta` (mutate_app's `io.charming/change-id`), outside the output schema."""
+    for the tools whose contract pages); the text is the value as compact JSON unless given (`value_json`: the
+    value's compact JSON when the caller already wrote it, into its `text`). `meta` is the result's `_meta`
+    (mutate_app's `io.charming/change-id`), outside the output schema."""
     structured: dict[str, Any] = {"ok": True, "value": value, **(paging or {})}
     if advisories:
         structured["advisories"] = advisories
-    body = text if text is not None else json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    encoded = value_json if value_json is not None else compact_json(value)
+    body = text if text is not None else encoded
     return _result(
-        body + over_budget_text(value) + advisories_text(advisories or []), structured, is_error=False, meta=meta
+        body + over_budget_text(len(encoded.encode())) + advisories_text(advisories or []),
+        structured,
+        is_error=False,
+        meta=meta,
     )
 
 
-def over_budget_text(value: Any) -> str:
-    """A note for a value over the tool result budget that no cursor cut (a route's own output is never cut:
-    its output schema governs it), so an agent whose host clipped the result knows why and what to ask for."""
-    size, budget = json_bytes(value), tool_result_bytes()
+def over_budget_text(size: int) -> str:
+    """A note for a value of `size` bytes of compact JSON over the tool result budget that no cursor cut (a route's
+    own output is never cut: its output schema governs it), so an agent whose host clipped the result knows why
+    and what to ask for."""
+    budget = tool_result_bytes()
     if size <= budget:
         return ""
     return (

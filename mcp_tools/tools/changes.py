@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from apps_registry.cursors import compact_json
 from apps_registry.models import ChangeVia
 from apps_registry.selectors import CHANGE_PAGE_SIZE, changes_page_for
 from apps_registry.services.advisories import advisories_after_commit
@@ -74,7 +74,7 @@ async def handle_revert(call: ToolCall) -> ToolResult:
         text = (
             f"Change {value['reverted']} was reverted by the new change {value['change_id']} "
             f"({_records_put_back(len(value['records']))}; revert_change {value['change_id']} would redo it):\n"
-            + json.dumps(value["records"], ensure_ascii=False, indent=2)
+            + compact_json(value["records"])
         )
     return envelope_ok(value, advisories=advisories, text=text)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
+from apps_registry.cursors import compact_json
 from apps_registry.exceptions import CharmingError
 from apps_registry.models import ChangeVia
 from apps_registry.services.advisories import advisories_after_commit
@@ -60,7 +60,8 @@ async def _handle(call: ToolCall, kind: Literal["query", "mutation"]) -> ToolRes
     head = f"{args['op']} returned:\n"
     if replayed:
         head = f"{args['op']} already ran with this idempotency key; nothing was written again. Its result was:\n"
-    text = head + json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    value_json = compact_json(value)
+    text = head + value_json
     result_meta: dict[str, Any] | None = None
     if change_id is not None:
         result_meta = {CHANGE_ID_META_KEY: str(change_id)}
@@ -71,7 +72,7 @@ async def _handle(call: ToolCall, kind: Literal["query", "mutation"]) -> ToolRes
     if notices:
         result_meta = {**(result_meta or {}), NOTICES_META_KEY: [notice.as_dict() for notice in notices]}
         text += "\n\n" + "\n".join(_notice_line(notice) for notice in notices)
-    return envelope_ok(value, advisories=advisories, text=text, meta=result_meta)
+    return envelope_ok(value, advisories=advisories, text=text, value_json=value_json, meta=result_meta)
 
 
 def _notice_line(notice: NoticeSent) -> str:
