@@ -44,6 +44,11 @@ from apps_registry.routes.dates import DATE_PATTERN, NOT_A_DATE, TIMESTAMP_PATTE
 from apps_registry.routes.expressions import INT64_MAX, INT64_MIN
 from apps_registry.routes.store import ChangeSet, Group, Measure, RowOrder, document, encoded_record, missing
 
+# The output fields of the SQL fragments below, made once (a field's __init__ is about 4 µs, and a find builds
+# several fragments): they only say how a value converts.
+_BOOLEAN: BooleanField[Any, Any] = BooleanField()
+_JSON: JSONField[Any, Any] = JSONField()
+
 
 def _json(value: Any) -> Any:
     """A JSON column read with a plain cursor: text on SQLite (and jsonb under Django's loaders)."""
@@ -78,7 +83,7 @@ class _Column:
     def value(self, raw: Any) -> Any:
         """A position's value as an SQL operand of the same type as the column."""
         if self.kind == "data" and connection.vendor == "postgresql":
-            return RawSQL("%s::jsonb", (raw,), output_field=JSONField())
+            return RawSQL("%s::jsonb", (raw,), output_field=_JSON)
         if self.kind == "created_at":
             return Value(datetime.fromisoformat(raw), output_field=DateTimeField())
         return Value(raw)
@@ -95,7 +100,7 @@ def _page_columns(order_by: list[tuple[tuple[str, ...], bool]]) -> list[_Column]
 
     def data_column(path: tuple[str, ...], descending: bool) -> _Column:
         # The field as a literal expression, the form of a declared index (field_sql): never the path as a parameter.
-        return _Column(RawSQL(field_sql(path, vendor), (), output_field=JSONField()), descending, "data")
+        return _Column(RawSQL(field_sql(path, vendor), (), output_field=_JSON), descending, "data")
 
     columns = [
         model_column("record_id", descending) if path == ("id",) else data_column(path, descending)
@@ -243,7 +248,7 @@ def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str, *, gin
     index serves. For the scalars filters take, containment and jsonb equality agree exactly."""
     values = value if op == "in" else [value]
     if not values:
-        return RawSQL("FALSE", [], output_field=BooleanField())
+        return RawSQL("FALSE", [], output_field=_BOOLEAN)
     field = field_sql(path, vendor)
     if vendor == "postgresql":
         data = _data_column()
@@ -252,17 +257,17 @@ def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str, *, gin
             # once), and no bound on how many values a list holds.
             compared = [json.dumps(v) for v in values]
             if not gin:
-                return RawSQL(f"({field} = ANY(%s::jsonb[]))", [compared], output_field=BooleanField())
+                return RawSQL(f"({field} = ANY(%s::jsonb[]))", [compared], output_field=_BOOLEAN)
             contained = [json.dumps(_nested(path, v)) for v in values]
             sql = f"({data} @> ANY(%s::jsonb[]) AND {field} = ANY(%s::jsonb[]))"
-            return RawSQL(sql, [contained, compared], output_field=BooleanField())
+            return RawSQL(sql, [contained, compared], output_field=_BOOLEAN)
         params: list[Any] = [json.dumps(_nested(path, value))]
         if op == "ne":
-            return RawSQL(f"({field} IS NOT NULL AND NOT {data} @> %s::jsonb)", params, output_field=BooleanField())
+            return RawSQL(f"({field} IS NOT NULL AND NOT {data} @> %s::jsonb)", params, output_field=_BOOLEAN)
         if not gin:
-            return RawSQL(f"({field} = %s::jsonb)", [json.dumps(value)], output_field=BooleanField())
+            return RawSQL(f"({field} = %s::jsonb)", [json.dumps(value)], output_field=_BOOLEAN)
         params.append(json.dumps(value))
-        return RawSQL(f"({data} @> %s::jsonb AND {field} = %s::jsonb)", params, output_field=BooleanField())
+        return RawSQL(f"({data} @> %s::jsonb AND {field} = %s::jsonb)", params, output_field=_BOOLEAN)
     # SQLite: one condition per JSON type, each value list an IN (a chain of one OR per value grows SQLite's
     # expression tree past its depth limit at about a thousand values).
     typed = f"json_type({_data_column()}, '{_sqlite_path(path)}')"
@@ -282,10 +287,8 @@ def equality_sql(path: tuple[str, ...], op: str, value: Any, vendor: str, *, gin
         params += texts
     matched = " OR ".join(parts)
     if op == "ne":
-        return RawSQL(
-            f"({typed} IS NOT NULL AND NOT COALESCE(({matched}), FALSE))", params, output_field=BooleanField()
-        )
-    return RawSQL(f"({matched})", params, output_field=BooleanField())
+        return RawSQL(f"({typed} IS NOT NULL AND NOT COALESCE(({matched}), FALSE))", params, output_field=_BOOLEAN)
+    return RawSQL(f"({matched})", params, output_field=_BOOLEAN)
 
 
 _COMPARISONS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
@@ -295,9 +298,9 @@ def _id_sql(op: str, value: Any) -> RawSQL:
     """A filter on the record's id: a string (steps.where_values made it one), never missing."""
     if op == "in":
         sql = f"record_id IN ({', '.join(['%s'] * len(value))})" if value else "FALSE"
-        return RawSQL(sql, list(value), output_field=BooleanField())
+        return RawSQL(sql, list(value), output_field=_BOOLEAN)
     sql = "NOT (record_id = %s)" if op == "ne" else f"record_id {'=' if op == 'eq' else _COMPARISONS[op]} %s"
-    return RawSQL(sql, [value], output_field=BooleanField())
+    return RawSQL(sql, [value], output_field=_BOOLEAN)
 
 
 # A collection's declared indexes, each as its fields' paths in order: what the store needs to know of them.
@@ -342,13 +345,13 @@ def comparison_sql(path: tuple[str, ...], op: str, value: Any, vendor: str) -> R
         return RawSQL(
             f"(jsonb_typeof({field}) = '{kind}' AND {field} {operator} %s::jsonb)",
             [json.dumps(value)],
-            output_field=BooleanField(),
+            output_field=_BOOLEAN,
         )
     kinds = "'integer', 'real'" if number else "'text'"
     return RawSQL(
         f"(json_type({_data_column()}, '{_sqlite_path(path)}') IN ({kinds}) AND {field} {operator} %s)",
         [value],
-        output_field=BooleanField(),
+        output_field=_BOOLEAN,
     )
 
 
@@ -356,9 +359,7 @@ def contains_sql(path: tuple[str, ...], value: Any, vendor: str) -> RawSQL:
     """A list field holding `value` (type-exact, as `eq`). On PostgreSQL a jsonb containment, which the GIN
     index on `data` serves."""
     if vendor == "postgresql":
-        return RawSQL(
-            f"({_data_column()} @> %s::jsonb)", [json.dumps(_nested(path, [value]))], output_field=BooleanField()
-        )
+        return RawSQL(f"({_data_column()} @> %s::jsonb)", [json.dumps(_nested(path, [value]))], output_field=_BOOLEAN)
     path_sql = _sqlite_path(path)
     params: list[Any] = []
     if value is None:
@@ -374,7 +375,7 @@ def contains_sql(path: tuple[str, ...], value: Any, vendor: str) -> RawSQL:
         f"(json_type({data}, '{path_sql}') = 'array' AND EXISTS "
         f"(SELECT 1 FROM json_each({data}, '{path_sql}') AS j WHERE {typed}))",
         params,
-        output_field=BooleanField(),
+        output_field=_BOOLEAN,
     )
 
 
@@ -637,7 +638,7 @@ class SqlStore:
         qs = self._records(collection)
         conditions, params = self._where_sql(collection, where)
         if conditions:
-            qs = qs.filter(RawSQL(" AND ".join(conditions), params, output_field=BooleanField()))
+            qs = qs.filter(RawSQL(" AND ".join(conditions), params, output_field=_BOOLEAN))
         return qs
 
     def find(
