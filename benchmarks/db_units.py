@@ -6,18 +6,19 @@ PostgreSQL gives the connection back to the pool; the unit's first statement tak
     .venv/bin/python benchmarks/db_units.py --database-url postgres://…/db  # any database, nothing written
 
 An MCP call runs two units (authenticating the request, then the tool's work), a REST call one; the bare reference
-server (benchmarks/bare_server.py) runs its statement on the event loop with an async pool, and has none. Each
-case runs a unit's body (close_old_connections, the work, close_old_connections) through the server's pool of
-threads (charming/threads.py, the most recently idle thread first) and through the standard ThreadPoolExecutor of
-as many threads, one unit at a time and eight at once; then the statement alone in one thread, on a kept
-connection. Interleaved within each repetition; CPU of this process (all its threads) per unit, median (min-max).
+server (benchmarks/bare_server.py) runs its statement on the event loop with an async pool, and has none. The cases,
+interleaved within each repetition, CPU of this process (all its threads) per unit, median (min-max):
+
+- unit, nothing: `await db(f)` where f does nothing (the hand-off alone), one at a time and eight at once;
+- unit, SELECT 1: `await db(f)` where f runs `SELECT 1` (the hand-off, the connection handling, the statement);
+- thread, SELECT 1: f in one thread, close_old_connections before and after (no hand-off);
+- thread, kept: f in one thread on a kept connection (the statement alone, through Django's cursor).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextvars
 import functools
 import os
 import sys
@@ -48,13 +49,11 @@ def main() -> int:
 
 
 async def _measure(calls: int, repeats: int) -> None:
-    from concurrent.futures import Executor, ThreadPoolExecutor
-
     from django.conf import settings
     from django.db import close_old_connections, connection
 
     from benchmarks.measure import Spread, banner
-    from charming.threads import RecentFirstExecutor
+    from mcp_tools.database import db, executor
 
     def select_one() -> None:
         with connection.cursor() as cursor:
@@ -64,8 +63,8 @@ async def _measure(calls: int, repeats: int) -> None:
     def nothing() -> None:
         return None
 
-    def unit_of(fn: Callable[[], None]) -> Callable[[], None]:
-        def unit() -> None:  # as mcp_tools.database.db's
+    def around(fn: Callable[[], None]) -> Callable[[], None]:
+        def unit() -> None:  # the body of mcp_tools.database.db's unit
             close_old_connections()
             try:
                 fn()
@@ -74,56 +73,47 @@ async def _measure(calls: int, repeats: int) -> None:
 
         return unit
 
-    async def units(pool: Executor, fn: Callable[[], None], at_once: int) -> float:
-        loop = asyncio.get_running_loop()
-        unit = unit_of(fn)
-
+    async def units(fn: Callable[[], None], at_once: int) -> float:
         async def client() -> None:
             for _ in range(calls // at_once):
-                await loop.run_in_executor(pool, contextvars.copy_context().run, unit)
+                await db(fn)
 
         start = time.process_time()
         await asyncio.gather(*(client() for _ in range(at_once)))
         return (time.process_time() - start) / (calls // at_once * at_once)
 
-    async def kept() -> float:
+    async def in_one_thread(fn: Callable[[], None]) -> float:
         def run() -> float:
-            select_one()  # the connection stays open for the timed statements
+            fn()  # warm: for the kept case, the connection stays open for the timed statements
             start = time.process_time()
             for _ in range(calls):
-                select_one()
+                fn()
             elapsed = (time.process_time() - start) / calls
             close_old_connections()
             return elapsed
 
-        return await asyncio.get_running_loop().run_in_executor(None, run)
+        return await asyncio.get_running_loop().run_in_executor(executor(), run)
 
-    threads = settings.DATABASE_POOL_MAX_SIZE
-    pools: dict[str, Executor] = {
-        "recent-first": RecentFirstExecutor(threads, "recent"),
-        "ThreadPoolExecutor": ThreadPoolExecutor(threads, "stdlib"),
+    cases: dict[str, Callable[[], Awaitable[float]]] = {
+        "unit, nothing, 1 at once": functools.partial(units, nothing, 1),
+        "unit, nothing, 8 at once": functools.partial(units, nothing, 8),
+        "unit, SELECT 1, 1 at once": functools.partial(units, select_one, 1),
+        "unit, SELECT 1, 8 at once": functools.partial(units, select_one, 8),
+        "thread, SELECT 1": functools.partial(in_one_thread, around(select_one)),
+        "thread, kept": functools.partial(in_one_thread, select_one),
     }
-    cases: dict[str, Callable[[], Awaitable[float]]] = {}
-    for at_once in (1, 8):
-        for work, fn in (("nothing", nothing), ("SELECT 1", select_one)):
-            for name, pool in pools.items():
-                cases[f"{name}, {work}, {at_once} at once"] = functools.partial(units, pool, fn, at_once)
-    cases["SELECT 1 alone, kept connection"] = kept
     banner(
-        f"a unit of database work ({connection.vendor}), {threads} threads, {calls} units per case, "
-        f"{repeats} repetitions, interleaved"
+        f"a unit of database work ({connection.vendor}), {settings.DATABASE_POOL_MAX_SIZE} threads, {calls} units "
+        f"per case, {repeats} repetitions, interleaved"
     )
-    for pool in pools.values():  # warm up: the threads, the pool's connections, the prepared statement
-        for at_once in (1, 8):
-            await units(pool, select_one, at_once)
+    for at_once in (1, 8):  # warm up: the threads, the pool's connections, the prepared statement
+        await units(select_one, at_once)
     figures: dict[str, list[float]] = {name: [] for name in cases}
     for repetition in range(repeats):
         for name in list(cases) if repetition % 2 == 0 else list(reversed(cases)):
             figures[name].append(await cases[name]())
     for name, values in figures.items():
-        print(f"  {name:40} {Spread.of(v * 1e6 for v in values).show()} µs CPU")
-    for pool in pools.values():
-        pool.shutdown()
+        print(f"  {name:28} {Spread.of(v * 1e6 for v in values).show()} µs CPU")
 
 
 if __name__ == "__main__":

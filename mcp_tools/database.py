@@ -3,8 +3,7 @@
 A request spends most of its life waiting on the network (a 2025-11-25 GET stream stays open for as
 long as the client likes; delete_app waits for the user's answer), so it must hold no database
 connection while it waits. Each unit of work (authenticating the request, each `db()` call of a tool)
-therefore runs on one of `DATABASE_POOL_MAX_SIZE` worker threads (the one that went idle last:
-charming/threads.py) and gives its connection back when it
+therefore runs on one of `DATABASE_POOL_MAX_SIZE` worker threads and gives its connection back when it
 ends: to the psycopg pool on PostgreSQL (no new connection per unit), closed on SQLite. The thread
 bound keeps this process's MCP connections within the pool's ceiling, however many requests wait.
 
@@ -20,23 +19,21 @@ import asyncio
 import contextvars
 import functools
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import AsyncToSync, sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
-from charming.threads import RecentFirstExecutor
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
 @functools.cache
-def executor() -> RecentFirstExecutor:
-    """The process's threads for database work: MCP's units, and each REST request whole (charming/one_hop.py); the
-    thread that went idle last takes the next (charming/threads.py)."""
-    return RecentFirstExecutor(max_workers=settings.DATABASE_POOL_MAX_SIZE, thread_name_prefix="charming-db")
+def executor() -> ThreadPoolExecutor:
+    """The process's threads for database work: MCP's units, and each REST request whole (charming/one_hop.py)."""
+    return ThreadPoolExecutor(max_workers=settings.DATABASE_POOL_MAX_SIZE, thread_name_prefix="charming-db")
 
 
 def _called_from_sync_code() -> bool:
