@@ -34,10 +34,14 @@ from apps_registry.values import clip, type_name
 BUNDLE_FORMAT = "charming-bundle"
 BUNDLE_VERSION = 1
 PAGE = 1000  # records read per query while exporting, and written per INSERT while importing
+# Definition versions read per query while exporting: each may be as large as a definition may be.
+VERSION_PAGE = 20
 
 
 def bundle_export(*, actor: Any, app_id: Any) -> tuple[App, Iterator[str]]:
-    """The app (for its owner and editors: a bundle holds its definition) and its bundle as chunks of JSON text."""
+    """The app (for its owner and editors: a bundle holds its definition) and its bundle as chunks of JSON text: its
+    definition versions and records are read a page at a time as the chunks are, so an app's whole history is
+    never in memory at once."""
     app, _role = app_for(actor=actor, app_id=app_id, need="author")
     head = {
         "format": BUNDLE_FORMAT,
@@ -45,21 +49,9 @@ def bundle_export(*, actor: Any, app_id: Any) -> tuple[App, Iterator[str]]:
         "exported_at": timezone.now().isoformat(),
         "app": {"id": str(app.id), "name": app.name, "description": app.description, "version": app.version},
         "definition": app_definition_export(actor=actor, app_id=app.id),
-        "versions": [
-            {
-                "number": v.number,
-                "author": v.author_repr,
-                "created_at": v.created_at.isoformat(),
-                "summary": v.summary,
-                "changes": v.changes,
-                "restored_from": v.restored_from,
-                "definition": v.definition,
-            }
-            for v in AppVersion.objects.filter(app=app).order_by("number")
-        ],
     }
     storage_id = Storage.objects.filter(app=app).values_list("pk", flat=True).first()
-    return app, _chunks(head, storage_id)
+    return app, _chunks(head, app, storage_id)
 
 
 @dataclass(frozen=True)
@@ -75,23 +67,47 @@ def bundle_size(*, actor: Any, app_id: Any) -> tuple[App, BundleSize]:
     return app, BundleSize(records=int(records), versions=AppVersion.objects.filter(app=app).count())
 
 
-def _chunks(head: dict[str, Any], storage_id: Any) -> Iterator[str]:
+def _chunks(head: dict[str, Any], app: App, storage_id: Any) -> Iterator[str]:
     opening = json.dumps(head, ensure_ascii=False)
-    yield opening[:-1] + ', "records": ['
+    yield opening[:-1] + ', "versions": ['
+    # The versions up to the one the head's definition is (one saved while the bundle streams is not in it).
+    versions = AppVersion.objects.filter(app=app, number__lte=app.version).order_by("number")
+    first, after_number = True, 0
+    while True:
+        page = list(versions.filter(number__gt=after_number)[:VERSION_PAGE])
+        for v in page:
+            yield ("\n" if first else ",\n") + json.dumps(_version_entry(v), ensure_ascii=False)
+            first = False
+        if len(page) < VERSION_PAGE:
+            break
+        after_number = page[-1].number
+    yield '\n], "records": ['
     first, after = True, None
     while storage_id is not None:
         rows = Record.objects.filter(storage_id=storage_id)
         if after is not None:
             rows = rows.filter(pk__gt=after)
-        page = list(rows.order_by("pk").values_list("pk", "collection", "record_id", "data")[:PAGE])
-        for _pk, collection, record_id, data in page:
+        page_of_records = list(rows.order_by("pk").values_list("pk", "collection", "record_id", "data")[:PAGE])
+        for _pk, collection, record_id, data in page_of_records:
             item = json.dumps({"collection": collection, "id": record_id, "data": data}, ensure_ascii=False)
             yield ("\n" if first else ",\n") + item
             first = False
-        if len(page) < PAGE:
+        if len(page_of_records) < PAGE:
             break
-        after = page[-1][0]
+        after = page_of_records[-1][0]
     yield "\n]}\n"
+
+
+def _version_entry(v: AppVersion) -> dict[str, Any]:
+    return {
+        "number": v.number,
+        "author": v.author_repr,
+        "created_at": v.created_at.isoformat(),
+        "summary": v.summary,
+        "changes": v.changes,
+        "restored_from": v.restored_from,
+        "definition": v.definition,
+    }
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from apps_registry.access import membership_set
@@ -83,10 +85,35 @@ def test_an_export_is_read_a_page_of_records_at_a_time(owner, django_assert_max_
     app = budget_with_history(owner, expenses=3 * PAGE + 5)
     _app, chunks = bundle_export(actor=owner, app_id=app.id)
 
-    with django_assert_max_num_queries(5):  # the pages of records, not a query (or a list) per record
+    with django_assert_max_num_queries(5):  # a page of versions, the pages of records: not a query per record
         pieces = list(chunks)
 
-    assert len(pieces) == 3 * PAGE + 5 + 1 + 2  # the head, one piece per record, the end
+    # the head, one piece per version (3), the records' opening, one piece per record (the expenses and the budget),
+    # the end
+    assert len(pieces) == 1 + 3 + 1 + (3 * PAGE + 5 + 1) + 1
+
+
+def test_an_export_is_read_a_page_of_versions_at_a_time_and_ends_at_the_version_it_began_with(owner, monkeypatch):
+    app = budget_with_history(owner, expenses=0)
+    definition = example("budget")
+    for n in range(4):  # versions 4 to 7
+        app_definition_save(actor=owner, definition={**definition, "description": f"Change {n}."}, app_id=app.id)
+    monkeypatch.setattr("apps_registry.services.bundles.VERSION_PAGE", 2)
+    whole = exported(owner, app)
+    _app, chunks = bundle_export(actor=owner, app_id=app.id)
+
+    opening = next(chunks)
+    app_definition_save(actor=owner, definition={**definition, "description": "Saved meanwhile."}, app_id=app.id)
+    with CaptureQueriesContext(connection) as read:
+        streamed = json.loads(opening + "".join(chunks))
+
+    version_pages = [q["sql"] for q in read.captured_queries if AppVersion._meta.db_table in q["sql"]]
+    assert len(version_pages) == 4 and all("LIMIT 2" in sql for sql in version_pages)  # 7 versions, 2 a page
+    assert len(read.captured_queries) == 5  # and the records' one page
+
+    assert [v["number"] for v in whole["versions"]] == [1, 2, 3, 4, 5, 6, 7]
+    assert streamed["versions"] == whole["versions"]  # version 8, saved while it streamed, is not in it
+    assert streamed["definition"]["description"] == "Change 3." == whole["versions"][-1]["definition"]["description"]
 
 
 @pytest.mark.parametrize(
