@@ -4,6 +4,7 @@ PostgreSQL gives the connection back to the pool; the unit's first statement tak
 
     .venv/bin/python benchmarks/db_units.py                                 # temporary SQLite database
     .venv/bin/python benchmarks/db_units.py --database-url postgres://…/db  # any database, nothing written
+    .venv/bin/python benchmarks/db_units.py --quick                         # a smoke run
 
 An MCP call runs two units (authenticating the request, then the tool's work), a REST call one; the bare reference
 server (benchmarks/bare_server.py) runs its statement on the event loop with an async pool, and has none. The cases,
@@ -35,7 +36,10 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=3000, help="units per case and repetition")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--database-url", default="", help="default: a temporary SQLite database")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 300 units per case, 2 repetitions")
     args = parser.parse_args()
+    if args.quick:
+        args.calls, args.repeats = 300, 2
     sys.path.insert(0, str(ROOT))
     with tempfile.TemporaryDirectory(prefix="charming-units-") as workdir:
         os.environ["DJANGO_SETTINGS_MODULE"] = "charming.settings"

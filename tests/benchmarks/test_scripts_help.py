@@ -22,6 +22,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
         "open_app.py",
         "change_log.py",
         "soak.py",
+        "db_units.py",
     ],
 )
 def test_benchmark_script_prints_its_help(script):
@@ -47,3 +48,17 @@ def test_find_order_benchmark_prints_its_help():
     out = subprocess.run([sys.executable, str(BENCHMARKS / "find_order.py"), "--help"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "--sizes" in out.stdout and "--only" in out.stdout
+
+
+def test_the_unit_benchmark_prices_each_case():
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "db_units.py"), "--quick"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    cases = [line.split("  ")[1] for line in out.stdout.splitlines() if line.endswith("µs CPU")]
+    assert cases == [
+        "unit, nothing, 1 at once",
+        "unit, nothing, 8 at once",
+        "unit, SELECT 1, 1 at once",
+        "unit, SELECT 1, 8 at once",
+        "thread, SELECT 1",
+        "thread, kept",
+    ]
