@@ -37,6 +37,37 @@ def _rate_limits_out_of_the_way(settings):
 
 
 @pytest.fixture
+def commit_answer_lost(monkeypatch):
+    """The COMMIT of the next mutation that runs its route is carried out by the database, then the connection
+    drops before its answer arrives. Armed by the route's run, in its thread: another COMMIT before it (an earlier
+    unit's, another thread's, as in a full run of the suite) is left alone."""
+    import threading
+
+    from django.db import OperationalError
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    from apps_registry.services import routes
+
+    original_commit, original_run = BaseDatabaseWrapper._commit, routes._route_run
+    armed: list[int] = []  # the thread whose next COMMIT is the mutation's
+
+    def run_then_arm(**kwargs):
+        result = original_run(**kwargs)
+        if kwargs.get("kind") == "mutation" and not armed:
+            armed.append(threading.get_ident())
+        return result
+
+    def commit_then_drop(self):
+        original_commit(self)
+        if armed and armed[0] == threading.get_ident():
+            armed[0] = -1  # once
+            raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(routes, "_route_run", run_then_arm)
+    monkeypatch.setattr(BaseDatabaseWrapper, "_commit", commit_then_drop)
+
+
+@pytest.fixture
 def user(db):
     return UserFactory(username="alice")
 

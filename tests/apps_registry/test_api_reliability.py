@@ -178,19 +178,7 @@ def test_secrets_in_an_unexpected_error_are_redacted_in_the_log_line(api, user, 
 
 
 @pytest.mark.django_db(transaction=True)  # a real COMMIT, not the test's savepoint
-def test_a_run_whose_commit_answer_was_lost_is_503_saying_the_outcome_is_unknown(api, budget, monkeypatch):
-    from django.db import OperationalError
-    from django.db.backends.base.base import BaseDatabaseWrapper
-
-    original = BaseDatabaseWrapper._commit
-    armed = [True]
-
-    def commit_then_drop(self):
-        original(self)
-        if armed and armed.pop():
-            raise OperationalError("server closed the connection unexpectedly")
-
-    monkeypatch.setattr(BaseDatabaseWrapper, "_commit", commit_then_drop)
+def test_a_run_whose_commit_answer_was_lost_is_503_saying_the_outcome_is_unknown(api, budget, commit_answer_lost):
     url = f"/api/apps/{budget.id}/run/add_expense/"
 
     lost = api.post(url, {"params": {"amount": 2, "category": "tea"}}, format="json")

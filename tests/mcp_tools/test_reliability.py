@@ -210,23 +210,6 @@ def test_unstorable_text_in_a_definition_is_invalid_input_for_every_authoring_to
 # --- a mutation whose COMMIT was carried out but whose answer was lost (the connection dropped then) ---
 
 
-@pytest.fixture
-def commit_answer_lost(monkeypatch):
-    """The next COMMIT is carried out by the database, then the connection drops before its answer arrives."""
-    from django.db import OperationalError
-    from django.db.backends.base.base import BaseDatabaseWrapper
-
-    original = BaseDatabaseWrapper._commit
-    armed = [True]
-
-    def commit_then_drop(self):
-        original(self)
-        if armed and armed.pop():
-            raise OperationalError("server closed the connection unexpectedly")
-
-    monkeypatch.setattr(BaseDatabaseWrapper, "_commit", commit_then_drop)
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_a_mutation_whose_commit_answer_was_lost_is_not_told_to_try_again(
     live, alice, budget, commit_answer_lost, mode
