@@ -130,12 +130,21 @@ def _tat_sql() -> str:
 
 
 def _sweep_maybe(now: float) -> None:
+    """Delete the rows whose time has passed, at most every SWEEP_EVERY_SECONDS in this process: one DELETE on
+    the call's own connection (no transaction of its own, where the ORM's delete() would add BEGIN and COMMIT)."""
     global _last_sweep
     with _sweep_lock:
         if now - _last_sweep < SWEEP_EVERY_SECONDS:
             return
         _last_sweep = now
-    RateBudget.objects.filter(tat__lt=now).delete()
+    with connection.cursor() as cursor:
+        cursor.execute(_sweep_sql(), [now])
+
+
+@functools.cache
+def _sweep_sql() -> str:
+    quote = connection.ops.quote_name
+    return f"DELETE FROM {quote(RateBudget._meta.db_table)} WHERE {quote('tat')} < %s"
 
 
 def retry_after_seconds(wait: float) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -91,15 +91,18 @@ def budget(alice):
     return app
 
 
-def _mutate_counted(live, alice, budget, calls: int) -> list[list[str]]:
-    """Statements of each of `calls` single-insert mutate_app calls, over one 2026-07-28 client."""
+def _mutate_counted(live, alice, budget, calls: int, *, warm: int, then: Callable[[], None]) -> list[list[str]]:
+    """Statements of each of `calls` single-insert mutate_app calls, over one 2026-07-28 client, after `warm` calls
+    on the same client (its first also lists the tools, for their output schemas) and then `then()`."""
     arguments = {"app_id": str(budget.id), "op": "add_expense", "params": {"amount": 3.5, "category": "food"}}
     per_call: list[list[str]] = []
 
     async def go() -> None:
         async with mcp_client(live, alice.token, MODERN) as client:
             with statements_sent() as log:
-                for _ in range(calls):
+                for n in range(warm + calls):
+                    if n == warm:
+                        then()
                     log.statements.clear()
                     log.counting = True
                     result = await client.call_tool("mutate_app", arguments)
@@ -108,7 +111,7 @@ def _mutate_counted(live, alice, budget, calls: int) -> list[list[str]]:
                     per_call.append(list(log.statements))
 
     run(go())
-    return per_call
+    return per_call[warm:]
 
 
 TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
@@ -135,38 +138,53 @@ def _change_log_writes(statements: list[str]) -> int:
 
 
 def _takes_token_budget(sql: str) -> bool:
-    return "ratebudget" in sql and "membership" not in sql
+    return "ratebudget" in sql and "membership" not in sql and not _sweeps_budgets(sql)
 
 
 def _takes_app_budget(sql: str) -> bool:
     return "ratebudget" in sql and "membership" in sql  # gated: only a member's runs count
 
 
-def test_a_single_insert_mutate_app_sends_at_most_five_statements(live, alice, budget):
+def _sweeps_budgets(sql: str) -> bool:
+    """The deletion of budget rows whose time has passed: at most once a minute per process, on a refill."""
+    return sql.lstrip().upper().startswith("DELETE") and "ratebudget" in sql
+
+
+def test_a_single_insert_mutate_app_sends_at_most_five_statements(live, alice, budget, monkeypatch):
     """Four queries in one transaction: the token with its user, the route's lookup, the record's insert and its
     app's record count; besides them, the change log's record of the call (one statement on PostgreSQL, two on
     SQLite): five on PostgreSQL. The token's budget and the app's are drawn a batch at a time
-    (services/rate_limits.py _LocalBatches): on the one call in several that refills one, a query more. No pool
+    (services/rate_limits.py _LocalBatches): on the one call in several that refills one, a query more, and once
+    a minute per process one more on a refill, the sweep of budget rows whose time has passed. No pool
     health check (charming/postgres.py IdleConnectionCheck) and no read of the address's failed authentications
     (trusted for a second)."""
+    from apps_registry.services import rate_limits
+
     call_tool_ok(live, alice, MODERN, "list_apps", {})  # a warm server: the pool and the process caches filled
     warm, counted = 8, 24
-    per_call = _mutate_counted(live, alice, budget, calls=warm + counted)[warm:]
+
+    def a_minute_passes() -> None:  # since the last sweep: the next refill sweeps
+        monkeypatch.setattr(rate_limits, "_last_sweep", 0.0)
+
+    per_call = _mutate_counted(live, alice, budget, calls=counted, warm=warm, then=a_minute_passes)
     assert Record.objects.filter(storage__app=budget).count() == warm + counted
-    token_refills = app_refills = 0
+    token_refills = app_refills = sweeps = 0
     for statements in per_call:
         queries = _queries(statements)
         transaction_control = len(statements) - len(queries) - _change_log_writes(statements)
         assert transaction_control <= 2, "\n".join(statements)  # one transaction: BEGIN and COMMIT
         token_refill = any(_takes_token_budget(sql) for sql in queries)
         app_refill = any(_takes_app_budget(sql) for sql in queries)
+        sweep = any(_sweeps_budgets(sql) for sql in queries)
         token_refills += token_refill
         app_refills += app_refill
-        assert len(queries) <= 4 + token_refill + app_refill, "\n".join(statements)
+        sweeps += sweep
+        assert len(queries) <= 4 + token_refill + app_refill + sweep, "\n".join(statements)
         assert _change_log_writes(statements) == (1 if connection.vendor == "postgresql" else 2), statements
     # A batch of 8 calls per refill, once it has grown: most calls send neither budget's statement.
     assert token_refills <= counted // 4, token_refills
     assert app_refills <= counted // 4, app_refills
+    assert sweeps == 1, sweeps  # one statement, in no transaction of its own (transaction_control above)
 
 
 def test_a_rest_run_of_the_same_route_sends_no_more_statements_than_mcp(live, alice, budget):
