@@ -35,11 +35,16 @@ def sign_up(page, username: str) -> None:
 
 
 def add_expense(page, amount: str, category: str, note: str = "") -> None:
+    """Fill and send the action's form, and wait for its own answer to be swapped in: the live refresh can show the
+    last action's records before that action's answer has replaced the form, so a summary's figure is no sign that
+    the form is ready for the next one (a form typed into and then replaced loses what was typed)."""
     form = page.locator("#action-add_expense form")
     form.locator("[name=amount]").fill(amount)
     form.locator("[name=category]").fill(category)
     form.locator("[name=note]").fill(note)
-    form.locator("button[type=submit]").click()
+    with page.expect_response(lambda response: response.request.method == "POST"):
+        form.locator("button[type=submit]").click()
+    page.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')")
 
 
 def summary(page, label: str):
