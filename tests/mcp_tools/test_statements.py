@@ -187,10 +187,15 @@ def test_a_single_insert_mutate_app_sends_at_most_five_statements(live, alice, b
     assert sweeps == 1, sweeps  # one statement, in no transaction of its own (transaction_control above)
 
 
-def test_a_rest_run_of_the_same_route_sends_no_more_statements_than_mcp(live, alice, budget):
+def test_a_rest_run_of_the_same_route_sends_no_more_statements_than_mcp(live, alice, budget, monkeypatch):
     """REST is served in one thread hop (charming/one_hop.py), through the same services: the same statements."""
+    import time
+
     import httpx2
 
+    from apps_registry.services import rate_limits
+
+    monkeypatch.setattr(rate_limits, "_last_sweep", time.time())  # no sweep among these calls (priced above)
     url = f"{live.base_url}/api/apps/{budget.id}/run/add_expense/"
     per_call: list[list[str]] = []
 
