@@ -202,22 +202,20 @@ def test_an_idle_session_expires_and_gives_its_place_back(live, alice, settings)
         assert run(go(server)) == (404, 0)
 
 
-def backends_of_the_test_database() -> set[int]:
-    """Process ids of every connection to the test database: this thread borrows one from the same pool."""
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
-            return {pid for (pid,) in cursor.fetchall()}
-    finally:
-        connection.close()
+def connections_opened() -> int:
+    """How many connections the process's pool has opened to PostgreSQL so far (psycopg_pool's own count)."""
+    return int(connection.pool.get_stats().get("connections_num", 0))
 
 
 @pytest.mark.postgres
 def test_calls_reuse_pooled_connections_instead_of_opening_new_ones(live, alice):
     call_tool_ok(live, alice, MODERN, "list_apps", {})  # the pool opens its connections
-    before = backends_of_the_test_database()
+    before = connections_opened()
 
-    for mode in (LEGACY, MODERN, LEGACY, MODERN):
+    for mode in (LEGACY, MODERN) * 4:
         call_tool_ok(live, alice, mode, "list_apps", {})
 
-    assert before and backends_of_the_test_database() <= before
+    # Eight calls of two units or more each: a connection per unit would open sixteen or more. The pool may grow by
+    # one to meet a 2025-11-25 session's overlapping units (CI's run once met a new backend among them); that one
+    # stays in the pool for the calls after.
+    assert before >= 1 and connections_opened() - before <= 1
