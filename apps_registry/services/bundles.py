@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from apps_registry.access import app_for
@@ -71,31 +71,34 @@ def _chunks(head: dict[str, Any], app: App, storage_id: Any) -> Iterator[str]:
     opening = json.dumps(head, ensure_ascii=False)
     yield opening[:-1] + ', "versions": ['
     # The versions up to the one the head's definition is (one saved while the bundle streams is not in it).
-    versions = AppVersion.objects.filter(app=app, number__lte=app.version).order_by("number")
-    first, after_number = True, 0
-    while True:
-        page = list(versions.filter(number__gt=after_number)[:VERSION_PAGE])
-        for v in page:
-            yield ("\n" if first else ",\n") + json.dumps(_version_entry(v), ensure_ascii=False)
-            first = False
-        if len(page) < VERSION_PAGE:
-            break
-        after_number = page[-1].number
+    versions = AppVersion.objects.filter(app=app, number__lte=app.version)
+    yield from _items(_version_entry(v) for v in _by_pages(versions, "number", VERSION_PAGE))
     yield '\n], "records": ['
-    first, after = True, None
-    while storage_id is not None:
-        rows = Record.objects.filter(storage_id=storage_id)
-        if after is not None:
-            rows = rows.filter(pk__gt=after)
-        page_of_records = list(rows.order_by("pk").values_list("pk", "collection", "record_id", "data")[:PAGE])
-        for _pk, collection, record_id, data in page_of_records:
-            item = json.dumps({"collection": collection, "id": record_id, "data": data}, ensure_ascii=False)
-            yield ("\n" if first else ",\n") + item
-            first = False
-        if len(page_of_records) < PAGE:
-            break
-        after = page_of_records[-1][0]
+    records = Record.objects.filter(storage_id=storage_id).values("pk", "collection", "record_id", "data")
+    items = (
+        {"collection": r["collection"], "id": r["record_id"], "data": r["data"]} for r in _by_pages(records, "pk", PAGE)
+    )
+    yield from _items(items)
     yield "\n]}\n"
+
+
+def _by_pages(rows: QuerySet[Any, Any], key: str, size: int) -> Iterator[Any]:
+    """`rows` in `key` order, read `size` at a time, each page after the last one's key (keyset, not OFFSET), so a
+    bundle of any length holds one page in memory."""
+    after = None
+    while True:
+        page = list((rows if after is None else rows.filter(**{f"{key}__gt": after})).order_by(key)[:size])
+        yield from page
+        if len(page) < size:
+            return
+        last = page[-1]
+        after = last[key] if isinstance(last, dict) else getattr(last, key)
+
+
+def _items(values: Iterator[Any]) -> Iterator[str]:
+    """Each value as one chunk of a JSON list's items, one a line."""
+    for n, value in enumerate(values):
+        yield ("\n" if n == 0 else ",\n") + json.dumps(value, ensure_ascii=False)
 
 
 def _version_entry(v: AppVersion) -> dict[str, Any]:
