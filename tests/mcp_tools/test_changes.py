@@ -6,8 +6,9 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from apps_registry.access import membership_set
-from apps_registry.models import Change
+from apps_registry.models import Change, ChangeVia
 from apps_registry.services.definitions import app_definition_save
+from apps_registry.services.routes import route_run
 from mcp_tools.registry import TOOLS
 from tests.apps_registry.route_helpers import records
 from tests.mcp_tools.conftest import MODES, call_tool, call_tool_error, call_tool_ok, make_agent, text_of
@@ -138,3 +139,28 @@ def test_a_retry_with_the_idempotency_key_answers_the_first_calls_change_id(live
     assert first.meta[CHANGE_ID] == retry.meta[CHANGE_ID]
     assert "already ran with this idempotency key" in text_of(retry)
     assert Change.objects.count() == 1
+
+
+
+@pytest.mark.parametrize("via", ["schedule", "hook", "public"])
+def test_changes_a_schedule_a_webhook_or_a_public_page_made_are_listed_within_the_contract(live, alice, budget, via):
+    """The SDK client checks a result against the tool's output schema: a `via` outside its enum made the whole
+    list_changes call fail for any app one of its schedules, webhooks or public page had written."""
+    mode = MODES[1].values[0]
+    route_run(
+        actor=alice.user,
+        app_id=budget.id,
+        op="add_expense",
+        params={"amount": 5, "category": "f"},
+        kind="mutation",
+        via=via,
+    )
+    listed = call_tool_ok(live, alice, mode, "list_changes", {"app_id": str(budget.id)})
+    assert checked("list_changes", listed)["value"][0]["via"] == via
+    assert f"by alice via {via}, route add_expense" in text_of(listed)
+
+
+def test_the_contracts_ways_a_change_was_made_are_the_change_logs():
+    via = CONTRACTS["list_changes"]["outputSchema"]["properties"]["value"]["items"]["properties"]["via"]
+    assert via["enum"] == list(ChangeVia.values)
+    assert all(f"{value} (" in via["description"] for value in ChangeVia.values)
