@@ -546,6 +546,13 @@ class RecordMigration(models.Model):
     done = models.PositiveIntegerField(default=0)
     position = models.BigIntegerField(default=0)  # the last migrated record's pk (records go in pk order)
     error = models.TextField(blank=True)
+    # Who saved it: its change in the change log is theirs.
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Its change in the change log (one for the whole migration, its entries added batch by batch), once a batch
+    # wrote a record; a plain id, as the change log's rows keep no constraints (Change's comment says why).
+    change_id = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -583,6 +590,7 @@ class ChangeVia(models.TextChoices):
     SCHEDULE = "schedule", "Schedule"
     HOOK = "hook", "Webhook"
     PUBLIC = "public", "Public page"
+    MIGRATION = "migration", "Record migration"  # a definition save's `migrate` (services/record_migrations.py)
     INTERNAL = "internal", "Server"
 
 

@@ -1,7 +1,8 @@
 """What the change log costs: one mutate_app-sized mutation (the budget example's add_expense: a get, an insert
 and an increment, two records changed) through route_run with the change log on and off
 (CHARMING_CHANGE_LOG, read on every call), side by side, on SQLite and on PostgreSQL; then the change log's
-storage per 1,000 such changes.
+storage per 1,000 such changes; then a background record migration (every record of an app rewritten, in batches of
+500) with the log on and off, per record.
 
     .venv/bin/python benchmarks/change_log.py                 # SQLite, and PostgreSQL via .ci/postgres.sh
     .venv/bin/python benchmarks/change_log.py --quick         # a smoke run (seconds)
@@ -200,6 +201,73 @@ def worker(calls: int, rounds: int) -> None:
             f"\nstorage per 1,000 changes ({entries} records' before/after): {(size - size0) / 1024:.0f} KiB "
             f"(tables and indexes; {(size - size0) / entries:.0f} bytes per record changed), load average {load()}"
         )
+    _migration_cost(user, total=max(500, calls * 10), rounds=max(3, rounds // 2), backend=backend)
+
+
+def _migration_cost(user: Any, total: int, rounds: int, backend: int | None) -> None:
+    """A background record migration of `total` records (record_migration_run, batches of 500) with the change log
+    on and off, alternating: each round saves the definition again with a migrate that touches every record."""
+    from django.conf import settings
+    from django.db import connection
+
+    from apps_registry.models import Record, Storage
+    from apps_registry.services.definitions import app_definition_save, definition_save
+    from apps_registry.services.record_migrations import record_migration_run
+
+    definition = {
+        "name": "Reading list",
+        "collections": {"books": {}},
+        "routes": {
+            "all": {
+                "kind": "query",
+                "steps": [{"find": {"collection": "books", "limit": "10"}, "as": "b"}, {"return": "b"}],
+            }
+        },
+    }
+    app = app_definition_save(actor=user, definition=definition)
+    storage = Storage.objects.get(app=app)
+    Record.objects.bulk_create(
+        Record(
+            storage=storage, collection="books", record_id=f"b{i}", data={"title": f"Book {i}", "n": i, "touched": 0}
+        )
+        for i in range(total)
+    )
+    Storage.objects.filter(pk=storage.pk).update(records_held=total)
+    settings.CHARMING_ROUTES_MIGRATE_INLINE_RECORDS = 1  # every migration queued, run in batches as the worker does
+    migrate = {"books": "{'title': record.title, 'n': record.n, 'touched': record.touched + 1}"}
+
+    def timed(on: bool) -> tuple[float, float, float]:
+        settings.CHARMING_CHANGE_LOG = on
+        version = app.__class__.objects.get(pk=app.pk).version
+        saved = definition_save(
+            actor=user, definition=definition, app_id=app.id, expected_version=version, migrate=migrate
+        )
+        assert saved.migration is not None and saved.migration.queued_id is not None
+        db0 = process_cpu(backend) if backend else 0.0
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        row = record_migration_run(migration_id=saved.migration.queued_id)
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        assert row is not None and (row.status, row.done) == ("done", total), row
+        db = (process_cpu(backend) - db0) if backend else 0.0
+        return wall / total * 1e6, cpu / total * 1e6, db / total * 1e6
+
+    timed(True)  # warm-up
+    banner(f"a background record migration of {total} records, {connection.vendor}, {rounds} rounds")
+    figures: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+    for r in range(rounds):
+        for on in (True, False) if r % 2 == 0 else (False, True):
+            figures[on].append(timed(on))
+    columns = ["wall µs/record", "server CPU µs/record"] + (["database CPU µs/record"] if backend else [])
+    print(f"{'':18}" + "".join(f"{c:>26}" for c in columns))
+    for on in (False, True):
+        row = [Spread.of(f[k] for f in figures[on]).show() for k in range(len(columns))]
+        print(f"{'change log ' + ('on' if on else 'off'):18}" + "".join(f"{v:>26}" for v in row))
+    added = [
+        Spread.of((on[k] / off[k] - 1) * 100 for on, off in zip(figures[True], figures[False], strict=True)).show(1)
+        + " %"
+        for k in range(len(columns))
+    ]
+    print(f"{'added':18}" + "".join(f"{v:>26}" for v in added) + f"   load average {load()}")
 
 
 def _log_bytes(connection: Any) -> int | None:

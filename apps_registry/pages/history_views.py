@@ -30,6 +30,7 @@ VIA_WORDS = {
     "schedule": "a schedule",
     "hook": "a webhook",
     "public": "its public page",
+    "migration": "a definition save",
     "internal": "the server",
 }
 ACTION_WORDS = {"restored": "put back", "recreated": "brought back", "deleted": "removed again"}
@@ -68,6 +69,7 @@ def _render(
         {
             "listing": change,
             "via_words": VIA_WORDS.get(change.via, change.via),
+            "migration": change.via == ChangeVia.MIGRATION,
             "rows": _entry_rows(change),
             "more": change.records - len(change.entries),
         }

@@ -21,12 +21,11 @@ from django.utils import timezone
 
 from apps_registry.access import app_for, role_check
 from apps_registry.exceptions import AppNotFound, ChangeConflict, InvalidInput, NotFound, OperationFailed
-from apps_registry.models import App, Change, ChangeEntry, Record, Storage
+from apps_registry.models import App, Change, ChangeEntry, ChangeVia, Record, Storage
 from apps_registry.plans import plan_stable
 from apps_registry.routes.limits import current_limits, limit_details
 from apps_registry.routes.storage import SqlStore, index_entry_refusal, index_entry_too_large
 from apps_registry.routes.store import ChangeSet
-from apps_registry.services.record_migrations import migration_refusal
 
 # Old changes go in batches, each its own statement, so a purge never holds a long lock.
 PURGE_BATCH = 1000
@@ -58,7 +57,7 @@ def change_record(
     actor_id = actor.pk if actor is not None else None
     head = [app, actor_id, actor_repr, via, route[:100], reverts_id, len(entries), now]
     numbered = [(n, *entry) for n, entry in enumerate(entries)]
-    batches = [numbered[start : start + ENTRIES_PER_INSERT] for start in range(0, len(numbered), ENTRIES_PER_INSERT)]
+    batches = _batches(numbered)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # One round trip: the change and its first entries in one statement (a data-modifying CTE).
@@ -70,12 +69,41 @@ def change_record(
         else:
             cursor.execute(_change_insert_sql(), head)
         change_id = cursor.fetchone()[0]
-        for batch in batches:
-            params = []
-            for position, collection, record_id, before, after in batch:
-                params += [change_id, position, app, collection, record_id, _encoded(before), _encoded(after)]
-            cursor.execute(_entries_insert_sql(len(batch)), params)
+        _entries_insert(cursor, change_id, app, batches)
     return int(change_id)
+
+
+def change_extend(*, change_id: int, app_id: uuid.UUID, changes: ChangeSet) -> bool:
+    """Add `changes`' entries to change `change_id`, after its own, in the caller's transaction: a record
+    migration's one change grows batch by batch. False when that change is gone (the history's purge) and nothing
+    was written. The caller holds what keeps two extensions of one change apart (the migration's row lock)."""
+    entries = changes.entries()
+    if not entries:
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute(_records_add_sql(), [len(entries), change_id])
+        row = cursor.fetchone()
+        if row is None:
+            return False
+        first = int(row[0]) - len(entries)
+        app = App._meta.pk.get_db_prep_value(app_id, connection)  # type: ignore[union-attr]
+        numbered = [(first + n, *entry) for n, entry in enumerate(entries)]
+        _entries_insert(cursor, change_id, app, _batches(numbered))
+    return True
+
+
+def _batches(numbered: list[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
+    return [numbered[start : start + ENTRIES_PER_INSERT] for start in range(0, len(numbered), ENTRIES_PER_INSERT)]
+
+
+def _entries_insert(cursor: Any, change_id: int, app: Any, batches: list[list[tuple[Any, ...]]]) -> None:
+    """The entries of change `change_id`, numbered (position, collection, record_id, before, after), one
+    multi-row INSERT per batch."""
+    for batch in batches:
+        params = []
+        for position, collection, record_id, before, after in batch:
+            params += [change_id, position, app, collection, record_id, _encoded(before), _encoded(after)]
+        cursor.execute(_entries_insert_sql(len(batch)), params)
 
 
 # Rows per INSERT of a change's entries (one statement for any mutation of up to this many records).
@@ -106,6 +134,14 @@ def _change_with_entries_sql(rows: int) -> str:
         "(change_id, position, app_id, collection, record_id, before, after) "
         f"SELECT c.id, v.position, v.app_id, v.collection, v.record_id, v.before, v.after FROM c, (VALUES {values}) "
         "AS v(position, app_id, collection, record_id, before, after) RETURNING change_id"
+    )
+
+
+@functools.cache
+def _records_add_sql() -> str:
+    return plan_stable(
+        f"UPDATE {connection.ops.quote_name(Change._meta.db_table)} SET records = records + %s WHERE id = %s "
+        "RETURNING records"
     )
 
 
@@ -188,12 +224,20 @@ def _change_revert(*, actor: Any, number: int, force: bool, via: str, app_id: uu
         if app_id is not None and app.id != app_id:
             raise change_not_found(number)
         role_check(app=app, role=role, need="mutate")
+        if change.via == ChangeVia.MIGRATION:
+            raise migration_revert_refusal(change.pk)
         storage_id = _storage_held(app)
         if app.migrating:
+            # Imported here: record migrations write to the change log, so that module imports this one.
+            from apps_registry.services.record_migrations import migration_refusal  # noqa: PLC0415
+
             raise migration_refusal(app)
         entries = list(ChangeEntry.objects.filter(change_id=change.pk).order_by("position"))
         current = _records_locked(storage_id, entries)
         conflicts = _later_changes(app, change, entries)
+        migrated = _migrations_among(conflicts)
+        if migrated:
+            raise migrated_since_refusal(change.pk, migrated)
         if conflicts and not force:
             raise ChangeConflict(
                 change_id=change.pk, conflicts=conflicts, reverted_by=_reverted_only_by(change, conflicts)
@@ -234,6 +278,34 @@ def _change_revert(*, actor: Any, number: int, force: bool, via: str, app_id: uu
         restored=restored,
         forced_over=conflicts if force else [],
     )
+
+
+def migration_revert_refusal(change_id: int) -> OperationFailed:
+    """A record migration's change is history only: the app's routes expect its records as the migration left them."""
+    return OperationFailed(
+        f"Change {change_id} is a record migration (a definition save's migrate), which revert_change does not undo: "
+        "the app's routes expect the records as it left them. Nothing was changed. To undo it, save the definition "
+        "again with a migrate that reverses it (update_app); to put one record back, run a route that writes it."
+    )
+
+
+def migrated_since_refusal(change_id: int, migrations: list[int]) -> OperationFailed:
+    """Not even forced: a record migration since the change reshaped its records, and the routes expect that."""
+    named = ", ".join(str(n) for n in migrations)
+    return OperationFailed(
+        f"Change {change_id} was not reverted: a record migration since (change {named}) reshaped its records, and "
+        "reverting would put back their data from before it, which the app's routes no longer expect. Nothing was "
+        "changed. To change those records, run a route that writes them.",
+        details={"change_id": str(change_id), "migrations": [str(n) for n in migrations]},
+    )
+
+
+def _migrations_among(conflicts: list[dict[str, Any]]) -> list[int]:
+    """The record migrations among the later changes a revert met (a query only when it met any)."""
+    if not conflicts:
+        return []
+    later = {int(c["change_id"]) for c in conflicts}
+    return sorted(Change.objects.filter(pk__in=later, via=ChangeVia.MIGRATION).values_list("pk", flat=True))
 
 
 def _storage_held(app: App) -> uuid.UUID:

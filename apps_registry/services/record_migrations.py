@@ -6,6 +6,11 @@ task (`RecordMigration`, run by `manage.py db_worker`) that works in batches in 
 the position after it committed together: a worker killed mid-way resumes after the last committed batch, so
 no record is lost or migrated twice. Until it ends, the app's mutations are refused ("migrating: N of M").
 
+Either way the migration is one change in the change log (via `migration`, by who saved it): each record's data
+before and after, written with the records it describes (a queued migration adds each batch's entries to its
+change in that batch's transaction). So a record's history shows it, and reverting an earlier change to a migrated
+record meets it as a later change; the migration's own change is not reverted (services/changes.py).
+
 Fair shares: the apps of one owner have at most CHARMING_MIGRATIONS_PER_USER migrations queued or running at once
 (the task worker runs tasks in the order they were queued, so more would wait before everyone else's); a save whose
 migration would queue one more is refused at once with rate_limited, before its tests run. And a queued migration's
@@ -28,10 +33,12 @@ from django_tasks_db.compat import TaskResultStatus
 from django_tasks_db.models import DBTaskResult
 
 from apps_registry.exceptions import AppMigrating, CharmingError, InvalidDefinition, OperationFailed, RateLimited
-from apps_registry.models import App, Record, RecordMigration
+from apps_registry.models import App, ChangeVia, Record, RecordMigration
 from apps_registry.routes.limits import Limits, current_limits
 from apps_registry.routes.migrate import Migration, check_migration, migrated_data
 from apps_registry.routes.storage import SqlStore
+from apps_registry.routes.store import ChangeSet
+from apps_registry.services.changes import change_extend, change_log_on, change_record
 from apps_registry.values import first_problems
 
 logger = logging.getLogger(__name__)
@@ -103,16 +110,32 @@ def record_migration_start(
         _share_check(app=app, actor=actor)
     if total <= limits.migrate_inline_records:
         batch = list(records.select_for_update().order_by("pk"))
+        changes = ChangeSet() if change_log_on() else None
         try:
             migrated, deleted = _migrate(
-                batch, migration, storage_id=storage_id, app_id=str(app.id), now=timezone.now(), limits=limits
+                batch,
+                migration,
+                storage_id=storage_id,
+                app_id=str(app.id),
+                now=timezone.now(),
+                limits=limits,
+                changes=changes,
             )
         except CharmingError as exc:
             raise OperationFailed(
                 f"The migration failed, so nothing was saved: {exc.message}", details=exc.details
             ) from None
+        if changes is not None:
+            change_record(app_id=app.id, actor=actor, via=ChangeVia.MIGRATION, route="", changes=changes)
         return MigrationOutcome(collections=migration.collections, total=total, migrated=migrated, deleted=deleted)
-    row = RecordMigration.objects.create(app=app, storage_id=storage_id, version=version, spec=spec, total=total)
+    row = RecordMigration.objects.create(
+        app=app,
+        storage_id=storage_id,
+        version=version,
+        spec=spec,
+        total=total,
+        actor=actor if getattr(actor, "pk", None) is not None else None,
+    )
     App.objects.filter(pk=app.pk).update(migrating=True)
     _enqueue(row.id)
     return MigrationOutcome(collections=migration.collections, total=total, queued_id=row.id)
@@ -190,10 +213,12 @@ def _migrate(
     now: Any,
     limits: Limits,
     until: float | None = None,
+    changes: ChangeSet | None = None,
 ) -> tuple[int, int]:
     """Migrate (or delete) each record of `batch`, locked by the caller; (migrated, deleted). With `until` (a
     time.monotonic() value), it stops once past it, after at least one record: the records not reached are
-    left as they were and the caller's position goes after the last one done."""
+    left as they were and the caller's position goes after the last one done. Each record's before and after
+    are noted in `changes`, when given (the caller writes them to the change log)."""
     store = SqlStore(storage_id=storage_id, max_bytes=limits.record_bytes)
     changed: list[Record] = []
     gone: list[int] = []
@@ -204,6 +229,8 @@ def _migrate(
         data = migrated_data(
             expr, record={**record.data, "id": record.record_id}, now=now, app_id=app_id, store=store, limits=limits
         )
+        if changes is not None:
+            changes.note(record.collection, record.record_id, record.data, data)
         if data is None:
             gone.append(record.pk)
             continue
@@ -260,6 +287,7 @@ def record_migration_run(
             if not batch:
                 _finish(row)
                 return row
+            changes = ChangeSet() if change_log_on() else None
             try:
                 with transaction.atomic():  # a savepoint: a failing batch leaves nothing, its failure is kept
                     migrated, deleted = _migrate(
@@ -270,15 +298,28 @@ def record_migration_run(
                         now=row.created_at,
                         limits=limits,
                         until=until,
+                        changes=changes,
                     )
             except CharmingError as exc:
                 _finish(row, error=exc.message)
                 return row
+            if changes is not None:
+                _logged(row, changes)
             row.position = batch[migrated + deleted - 1].pk
             row.done += migrated + deleted
-            row.save(update_fields=["position", "done", "updated_at"])
+            row.save(update_fields=["position", "done", "change_id", "updated_at"])
         done_batches += 1
     return RecordMigration.objects.filter(pk=migration_id).first()
+
+
+def _logged(row: RecordMigration, changes: ChangeSet) -> None:
+    """A batch's records in the migration's one change: added to it, or it made with the first batch that wrote
+    (again if the history's purge took it meanwhile). In the batch's transaction, under the migration's row lock."""
+    if row.change_id is not None and change_extend(change_id=row.change_id, app_id=row.app_id, changes=changes):
+        return
+    row.change_id = change_record(
+        app_id=row.app_id, actor=row.actor, via=ChangeVia.MIGRATION, route="", changes=changes
+    )
 
 
 def _finish(row: RecordMigration, *, error: str = "") -> None:

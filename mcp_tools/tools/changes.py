@@ -14,7 +14,12 @@ from mcp_tools.tools import ToolCall, ToolResult, db
 
 
 def _change_line(change: dict[str, Any]) -> str:
-    what = f"revert of change {change['reverts']}" if "reverts" in change else f"route {change['route']}"
+    if "reverts" in change:
+        what = f"revert of change {change['reverts']}"
+    elif change["via"] == ChangeVia.MIGRATION:
+        what = "record migration (not revertible)"
+    else:
+        what = f"route {change['route']}"
     records = ", ".join(f"{e['collection']}/{e['id']}" for e in change["entries"])
     more = change["records"] - len(change["entries"])
     reverted = f" (reverted by change {', '.join(change['reverted_by'])})" if change.get("reverted_by") else ""

@@ -7,7 +7,7 @@ from django.test import Client
 
 from apps_registry.access import membership_set
 from apps_registry.models import Change
-from apps_registry.services.definitions import app_definition_save
+from apps_registry.services.definitions import app_definition_save, definition_save
 from apps_registry.services.routes import route_run
 from tests.apps_registry.route_helpers import records
 from tests.apps_registry.test_changes import TASKS
@@ -113,3 +113,22 @@ def test_every_way_a_change_is_made_has_words_on_the_activity_page():
     from apps_registry.pages.history_views import VIA_WORDS
 
     assert set(VIA_WORDS) == set(ChangeVia.values)
+
+
+def test_a_migration_shows_as_records_migrated_without_a_revert_button(user, app):
+    added = mutate(user, app, "add", id="t1", title="Milk")
+    definition_save(
+        actor=user,
+        definition=TASKS,
+        app_id=app.id,
+        expected_version=app.version,
+        migrate={"tasks": "{'title': record.title.upperAscii()}"},
+    )
+    migration = Change.objects.latest("id")
+    html = browser_of(user).get(f"/apps/{app.id}/activity/").content.decode()
+    assert f"<strong>Change {migration.pk}</strong>:\n          records migrated" in html
+    assert "through a definition save" in html and "&quot;title&quot;: &quot;MILK&quot;" in html
+    assert f"Revert change {migration.pk}" not in html and f"Revert change {added}" in html
+    refused = browser_of(user).post(f"/apps/{app.id}/changes/{migration.pk}/revert/", follow=True)
+    assert "is a record migration" in refused.content.decode()
+    assert records(app, "tasks")["t1"]["title"] == "MILK"

@@ -13,8 +13,9 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from apps_registry.exceptions import AppMigrating, InvalidDefinition, OperationFailed, RateLimited
-from apps_registry.models import Advisory, App, Record, RecordMigration, Storage
+from apps_registry.models import Advisory, App, Change, ChangeEntry, ChangeVia, Record, RecordMigration, Storage
 from apps_registry.services import definitions, record_migrations
+from apps_registry.services.changes import change_revert
 from apps_registry.services.definitions import definition_save
 from apps_registry.services.record_migrations import (
     migration_resume_if_stale,
@@ -336,6 +337,12 @@ def test_a_real_worker_killed_mid_migration_loses_and_repeats_no_record(user, se
     assert (row.status, row.done) == ("done", total)
     touched = list(Record.objects.filter(storage=storage).values_list("data__touched", flat=True))
     assert len(touched) == total and set(touched) == {1}
+    # The change log too: one change, each record in it once, its positions without a gap.
+    change = _migration_change(app)
+    entries = ChangeEntry.objects.filter(change_id=change.pk)
+    assert change.records == total and entries.count() == total
+    assert entries.values("record_id").distinct().count() == total
+    assert sorted(entries.values_list("position", flat=True)) == list(range(total))
 
 
 def test_an_author_test_checks_a_migration_before_it_runs(user):
@@ -383,3 +390,111 @@ def test_a_bad_migration_test_is_a_problem_with_its_path(user):
         },
         {"path": "tests[0].route", "message": "a migration test runs its migrate, not a route: give one of them"},
     ]
+
+
+# --- the change log: a migration is one change, by who saved it ---
+
+
+def _migration_change(app) -> Change:
+    return Change.objects.get(app=app, via=ChangeVia.MIGRATION)
+
+
+def _entries(change: Change) -> list[tuple[int, str, Any, Any]]:
+    return [
+        (e.position, e.record_id, e.before, e.after)
+        for e in ChangeEntry.objects.filter(change_id=change.pk).order_by("position")
+    ]
+
+
+def test_an_inline_migration_is_one_change_with_each_record_before_and_after(user):
+    app = _app_with_books(user, 3)
+    ids = {r["n"]: key for key, r in records(app, "books").items()}
+    _save(user, app, {"books": "record.n == 1 ? null : {'title': record.title, 'n': record.n, 'tags': []}"})
+    change = _migration_change(app)
+    assert (change.actor_id, change.actor_repr, change.route, change.records) == (user.pk, "alice", "", 3)
+    assert _entries(change) == [
+        (0, ids[0], {"title": "Book 0", "n": 0}, {"title": "Book 0", "n": 0, "tags": []}),
+        (1, ids[1], {"title": "Book 1", "n": 1}, None),
+        (2, ids[2], {"title": "Book 2", "n": 2}, {"title": "Book 2", "n": 2, "tags": []}),
+    ]
+
+
+def test_a_failed_inline_migration_records_no_change(user):
+    app = _app_with_books(user, 3)
+    with pytest.raises(OperationFailed):
+        _save(user, app, {"books": "record.n == 2 ? 'oops' : record"})
+    assert not Change.objects.filter(app=app, via=ChangeVia.MIGRATION).exists()
+
+
+def test_a_queued_migration_is_one_change_its_batches_add_to(user, many):
+    saved = _save(user, many, {"books": TAGGED})
+    assert not Change.objects.filter(app=many, via=ChangeVia.MIGRATION).exists()  # nothing written yet
+    record_migration_run(migration_id=saved.migration.queued_id, batches=1)
+    assert _migration_change(many).records == 4
+    row = record_migration_run(migration_id=saved.migration.queued_id)
+    change = _migration_change(many)
+    assert row.change_id == change.pk and change.actor_id == user.pk
+    entries = _entries(change)
+    assert change.records == 12 and [e[0] for e in entries] == list(range(12))
+    assert sorted(e[1] for e in entries) == sorted(records(many, "books"))
+    assert all(after["touched"] == 1 and "touched" not in before for _, _, before, after in entries)
+
+
+def test_a_killed_batch_adds_nothing_to_the_migrations_change(user, many, monkeypatch):
+    saved = _save(user, many, {"books": TAGGED})
+    record_migration_run(migration_id=saved.migration.queued_id, batches=1)
+    real = record_migrations._logged
+
+    def killed_after_logging(row, changes):
+        real(row, changes)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(record_migrations, "_logged", killed_after_logging)
+    with pytest.raises(KeyboardInterrupt):
+        record_migration_run(migration_id=saved.migration.queued_id)
+    assert _migration_change(many).records == 4 and len(_entries(_migration_change(many))) == 4
+    monkeypatch.setattr(record_migrations, "_logged", real)
+    record_migration_run(migration_id=saved.migration.queued_id)
+    assert len(_entries(_migration_change(many))) == 12
+
+
+def test_a_migrations_change_purged_meanwhile_is_made_again_by_the_next_batch(user, many):
+    saved = _save(user, many, {"books": TAGGED})
+    record_migration_run(migration_id=saved.migration.queued_id, batches=1)
+    first = _migration_change(many)
+    ChangeEntry.objects.filter(change_id=first.pk).delete()
+    first.delete()
+    record_migration_run(migration_id=saved.migration.queued_id)
+    again = _migration_change(many)
+    assert again.pk != first.pk and again.records == 8 and [e[0] for e in _entries(again)] == list(range(8))
+
+
+def test_no_change_is_recorded_with_the_change_log_off(user, many, settings):
+    settings.CHARMING_CHANGE_LOG = False
+    saved = _save(user, many, {"books": TAGGED})
+    row = record_migration_run(migration_id=saved.migration.queued_id)
+    assert row.status == "done" and row.change_id is None
+    assert not Change.objects.filter(app=many, via=ChangeVia.MIGRATION).exists()
+
+
+def test_neither_a_migration_nor_a_change_before_it_to_the_records_it_reshaped_is_reverted(user):
+    app = _app_with_books(user, 2)
+    added = Change.objects.filter(app=app).order_by("id").first()
+    _save(user, app, {"books": TAGGED})
+    migration = _migration_change(app)
+    before = records(app, "books")
+    for force in (False, True):  # forcing would put back the record's shape from before the migration
+        with pytest.raises(OperationFailed) as caught:
+            change_revert(actor=user, change_id=added.pk, via=ChangeVia.MCP, force=force)
+        assert caught.value.message.startswith(
+            f"Change {added.pk} was not reverted: a record migration since (change {migration.pk}) reshaped its "
+            "records, and reverting would put back their data from before it"
+        )
+        assert caught.value.details == {"change_id": str(added.pk), "migrations": [str(migration.pk)]}
+    with pytest.raises(OperationFailed) as refused:
+        change_revert(actor=user, change_id=migration.pk, via=ChangeVia.MCP, force=True)
+    assert refused.value.message.startswith(
+        f"Change {migration.pk} is a record migration (a definition save's migrate), which revert_change does not "
+        "undo: the app's routes expect the records as it left them. Nothing was changed."
+    )
+    assert records(app, "books") == before and Change.objects.filter(app=app).count() == 3

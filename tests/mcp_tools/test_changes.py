@@ -141,7 +141,6 @@ def test_a_retry_with_the_idempotency_key_answers_the_first_calls_change_id(live
     assert Change.objects.count() == 1
 
 
-
 @pytest.mark.parametrize("via", ["schedule", "hook", "public"])
 def test_changes_a_schedule_a_webhook_or_a_public_page_made_are_listed_within_the_contract(live, alice, budget, via):
     """The SDK client checks a result against the tool's output schema: a `via` outside its enum made the whole
@@ -164,3 +163,41 @@ def test_the_contracts_ways_a_change_was_made_are_the_change_logs():
     via = CONTRACTS["list_changes"]["outputSchema"]["properties"]["value"]["items"]["properties"]["via"]
     assert via["enum"] == list(ChangeVia.values)
     assert all(f"{value} (" in via["description"] for value in ChangeVia.values)
+
+
+def test_an_agents_migration_is_listed_as_one_change_and_revert_change_refuses_it(live, alice, budget):
+    mode = MODES[1].values[0]
+    added = call_tool_ok(live, alice, mode, "mutate_app", mutate(budget, "add_expense", {"amount": 5, "category": "F"}))
+    expense = added.structured_content["value"]["id"]
+    saved = call_tool_ok(
+        live,
+        alice,
+        mode,
+        "update_app",
+        {
+            "app_id": str(budget.id),
+            "expected_version": budget.version,
+            "definition": DEFINITION,
+            "migrate": {"expenses": "{'amount': record.amount, 'category': record.category.lowerAscii()}"},
+        },
+    )
+    assert saved.structured_content["ok"] is True
+    listed = call_tool_ok(live, alice, mode, "list_changes", {"app_id": str(budget.id)})
+    newest = checked("list_changes", listed)["value"][0]
+    assert (newest["via"], newest["route"], newest["by"], newest["records"]) == ("migration", "", "alice", 1)
+    assert newest["entries"] == [
+        {
+            "collection": "expenses",
+            "id": expense,
+            "before": {"amount": 5, "category": "F"},
+            "after": {"amount": 5, "category": "f"},
+        }
+    ]
+    assert f"change {newest['id']} at" in text_of(listed) and "via migration, record migration" in text_of(listed)
+    refused = call_tool_error(live, alice, mode, "revert_change", {"change_id": newest["id"]})
+    assert checked("revert_change", refused)["error"]["kind"] == "operation_failed"
+    assert "is a record migration" in refused.structured_content["error"]["message"]
+    earlier = call_tool_error(live, alice, mode, "revert_change", {"change_id": added.meta[CHANGE_ID], "force": True})
+    assert checked("revert_change", earlier)["error"]["kind"] == "operation_failed"
+    assert f"a record migration since (change {newest['id']}) reshaped its records" in text_of(earlier)
+    assert records(budget, "expenses") == {expense: {"amount": 5, "category": "f"}}
