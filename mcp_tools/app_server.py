@@ -89,12 +89,36 @@ def _value_schema(output_schema: dict[str, Any] | None, generic: dict[str, Any],
     embedded schema resource with its own `$id`, so its references still resolve inside it."""
     if output_schema is None:
         return generic
-    schema = copy.deepcopy(output_schema)
+    schema = _without_fractional_steps(copy.deepcopy(output_schema))
     if "$ref" in json.dumps(schema):
         schema["$id"] = where
     else:
         schema.pop("$schema", None)
     schema.setdefault("description", generic["description"])
+    return schema
+
+
+# Keywords whose values are data, not schemas: a `multipleOf` key inside them is the author's data.
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+
+
+def _without_fractional_steps(schema: Any) -> Any:
+    """`schema` (modified in place) without its fractional `multipleOf` steps, such as money's 0.01.
+
+    Clients check a result against the tool's output schema with plain float division: for Python's jsonschema
+    (the SDK's) and ajv, 19.99 is not a multiple of 0.01. The server checks every value against the route's own
+    schema first, with jsonschema-rs, which allows for binary floating point. So the step is left to that check
+    rather than make clients refuse ordinary amounts. Whole-number steps stay: they divide exactly."""
+    if isinstance(schema, dict):
+        step = schema.get("multipleOf")
+        if isinstance(step, float) and not step.is_integer():
+            del schema["multipleOf"]
+        for key, value in schema.items():
+            if key not in _DATA_KEYWORDS:
+                _without_fractional_steps(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            _without_fractional_steps(item)
     return schema
 
 

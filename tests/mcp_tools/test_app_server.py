@@ -367,3 +367,48 @@ def test_a_user_keeps_only_so_many_listen_streams_open(live, alice, budget, sett
         "You already have 1 listen streams open on app servers (CHARMING_MCP_APP_LISTENS_PER_USER); close one "
         "before opening another."
     )
+
+
+MONEY_STEP = {
+    "format": 1,
+    "name": "Till",
+    "collections": {"sales": {}},
+    "routes": {
+        "total": {
+            "kind": "query",
+            "input": {"type": "object", "properties": {"amount": {"type": "number"}}},
+            "output": {
+                "type": "object",
+                "properties": {
+                    "total": {"type": "number", "multipleOf": 0.01},
+                    "count": {"type": "integer", "multipleOf": 1},
+                    "lines": {"type": "array", "items": {"type": "number", "multipleOf": 0.05}},
+                    "note": {"const": {"multipleOf": 0.5}},
+                },
+                "required": ["total", "count", "lines", "note"],
+            },
+            "steps": [
+                {"return": "{'total': params.amount, 'count': 2, 'lines': [1.15, 0.35], 'note': {'multipleOf': 0.5}}"}
+            ],
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_route_with_a_money_step_answers_amounts_the_sdk_client_accepts(live, alice, mode):
+    """The SDK client checks each result against the tool's output schema by float division (19.99 / 0.01 is not
+    whole there): a fractional multipleOf is left to the server's own check, so ordinary amounts get through."""
+    till = app_definition_save(actor=alice.user, definition=MONEY_STEP)
+    output = tools_of(live, till, alice.token, mode)["total"].output_schema["properties"]["value"]
+    assert "multipleOf" not in output["properties"]["total"] and output["properties"]["count"]["multipleOf"] == 1
+    assert "multipleOf" not in output["properties"]["lines"]["items"]
+    assert output["properties"]["note"] == {"const": {"multipleOf": 0.5}}  # data, kept as written
+    answered = call(live, till, alice.token, mode, "total", {"amount": 19.99})
+    assert answered.is_error is not True
+    assert answered.structured_content["value"]["total"] == 19.99
+    refused = call(live, till, alice.token, mode, "total", {"amount": 19.995})  # the server's check still holds
+    assert refused.is_error is True and refused.structured_content["error"]["kind"] == "invalid_output"
+    assert refused.structured_content["error"]["errors"] == [
+        {"path": "$.total", "message": "19.995 is not a multiple of 0.01"}
+    ]
