@@ -11,9 +11,16 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+
+def json_object_only(value: Any) -> None:
+    """A JSON field that must hold an object (a field validator: the admin's forms run it)."""
+    if not isinstance(value, dict):
+        raise ValidationError('Must be a JSON object, such as {"field": "amount"}; leave it {} for none.')
 
 
 class Role(models.TextChoices):
@@ -276,7 +283,8 @@ class Advisory(models.Model):
     severity = models.CharField(max_length=5, choices=Severity.choices, default=Severity.INFO)
     summary = models.TextField(help_text="Agent-facing: self-sufficient, no extra context required.")
     user_summary = models.TextField(blank=True, help_text="End-user-facing; shown in the app when set.")
-    data = models.JSONField(default=dict, blank=True)
+    # An object: every tool result carries it as one (the contracts' `advisories[].data`), so staff's edits must be.
+    data = models.JSONField(default=dict, blank=True, validators=[json_object_only])
     doc_url = models.CharField(max_length=500, blank=True)
     resolved = models.BooleanField(default=False, db_index=True)
     resolved_at = models.DateTimeField(null=True, blank=True)

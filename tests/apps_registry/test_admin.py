@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -454,3 +455,28 @@ def test_the_audit_trail_filters_by_area(client, staff):
     assert shown("hooks") == ["hook.rotate"]
     assert shown("sharing") == ["membership.invite"]
     assert shown("schedules") == ["schedule.pause"]
+
+
+@pytest.mark.parametrize(("data", "saved"), [("[1, 2]", False), ('"a note"', False), ('{"field": "amount"}', True)])
+def test_staff_can_save_an_advisorys_data_only_as_an_object(client, staff, data, saved):
+    """Every tool result carries an advisory's data as an object: a list or a string there would make the
+    results fail their contracts in the agents' clients."""
+    advisory = AdvisoryFactory()
+    client.force_login(staff)
+    url = reverse("admin:apps_registry_advisory_change", args=[advisory.pk])
+    form = {
+        "app": str(advisory.app_id),
+        "kind": advisory.kind,
+        "severity": advisory.severity,
+        "summary": advisory.summary,
+        "user_summary": advisory.user_summary,
+        "doc_url": advisory.doc_url,
+        "data": data,
+    }
+    response = client.post(url, form)
+    advisory.refresh_from_db()
+    if saved:
+        assert response.status_code == 302 and advisory.data == {"field": "amount"}
+    else:
+        assert response.status_code == 200 and "Must be a JSON object" in response.content.decode()
+        assert advisory.data != json.loads(data)
