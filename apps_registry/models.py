@@ -625,7 +625,11 @@ class Change(models.Model):
 
     class Meta:
         ordering = ["-id"]
-        indexes = [models.Index(fields=["app", "id"], name="change_app_timeline")]
+        indexes = [
+            models.Index(fields=["app", "id"], name="change_app_timeline"),
+            # A revert's check for record migrations since the change (services/changes.py): few rows.
+            models.Index(fields=["app", "id"], name="change_app_migrations", condition=Q(via="migration")),
+        ]
 
     def __str__(self) -> str:
         return f"change {self.pk}"

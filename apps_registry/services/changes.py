@@ -234,10 +234,10 @@ def _change_revert(*, actor: Any, number: int, force: bool, via: str, app_id: uu
             raise migration_refusal(app)
         entries = list(ChangeEntry.objects.filter(change_id=change.pk).order_by("position"))
         current = _records_locked(storage_id, entries)
-        conflicts = _later_changes(app, change, entries)
-        migrated = _migrations_among(conflicts)
+        migrated = _migrations_since(app, change, entries)
         if migrated:
             raise migrated_since_refusal(change.pk, migrated)
+        conflicts = _later_changes(app, change, entries)
         if conflicts and not force:
             raise ChangeConflict(
                 change_id=change.pk, conflicts=conflicts, reverted_by=_reverted_only_by(change, conflicts)
@@ -290,22 +290,27 @@ def migration_revert_refusal(change_id: int) -> OperationFailed:
 
 
 def migrated_since_refusal(change_id: int, migrations: list[int]) -> OperationFailed:
-    """Not even forced: a record migration since the change reshaped its records, and the routes expect that."""
+    """Not even forced: a record migration since the change reshaped its collections' records, and the routes
+    expect that shape (a record the change deleted would come back in the shape from before it, too)."""
     named = ", ".join(str(n) for n in migrations)
     return OperationFailed(
-        f"Change {change_id} was not reverted: a record migration since (change {named}) reshaped its records, and "
-        "reverting would put back their data from before it, which the app's routes no longer expect. Nothing was "
-        "changed. To change those records, run a route that writes them.",
+        f"Change {change_id} was not reverted: a record migration since (change {named}) reshaped the records of "
+        "its collections, and reverting would put back data from before it, which the app's routes no longer "
+        "expect. Nothing was changed. To change those records, run a route that writes them.",
         details={"change_id": str(change_id), "migrations": [str(n) for n in migrations]},
     )
 
 
-def _migrations_among(conflicts: list[dict[str, Any]]) -> list[int]:
-    """The record migrations among the later changes a revert met (a query only when it met any)."""
-    if not conflicts:
-        return []
-    later = {int(c["change_id"]) for c in conflicts}
-    return sorted(Change.objects.filter(pk__in=later, via=ChangeVia.MIGRATION).values_list("pk", flat=True))
+def _migrations_since(app: App, change: Change, entries: list[ChangeEntry]) -> list[int]:
+    """The record migrations after `change` that rewrote records of a collection it wrote (the migrations' few
+    changes by a partial index, then each one's entries until one of those collections)."""
+    later = Change.objects.filter(app=app, via=ChangeVia.MIGRATION, pk__gt=change.pk).values_list("pk", flat=True)
+    collections = {entry.collection for entry in entries}
+    return [
+        number
+        for number in sorted(later)
+        if ChangeEntry.objects.filter(change_id=number, collection__in=collections).exists()
+    ]
 
 
 def _storage_held(app: App) -> uuid.UUID:

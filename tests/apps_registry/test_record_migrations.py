@@ -487,8 +487,8 @@ def test_neither_a_migration_nor_a_change_before_it_to_the_records_it_reshaped_i
         with pytest.raises(OperationFailed) as caught:
             change_revert(actor=user, change_id=added.pk, via=ChangeVia.MCP, force=force)
         assert caught.value.message.startswith(
-            f"Change {added.pk} was not reverted: a record migration since (change {migration.pk}) reshaped its "
-            "records, and reverting would put back their data from before it"
+            f"Change {added.pk} was not reverted: a record migration since (change {migration.pk}) reshaped the "
+            "records of its collections, and reverting would put back data from before it"
         )
         assert caught.value.details == {"change_id": str(added.pk), "migrations": [str(migration.pk)]}
     with pytest.raises(OperationFailed) as refused:
@@ -498,3 +498,31 @@ def test_neither_a_migration_nor_a_change_before_it_to_the_records_it_reshaped_i
         "undo: the app's routes expect the records as it left them. Nothing was changed."
     )
     assert records(app, "books") == before and Change.objects.filter(app=app).count() == 3
+
+
+def test_a_deletion_before_a_migration_is_not_reverted_into_the_old_shape(user):
+    """The migration never saw the deleted record, so no entry of its names it: bringing the record back would
+    still put the old shape among the migrated ones."""
+    definition = copy.deepcopy(BOOKS)
+    definition["routes"]["remove"] = {
+        "kind": "mutation",
+        "steps": [{"delete": {"collection": "books", "id": "params.id"}, "as": "gone"}, {"return": "gone"}],
+    }
+    app = definition_save(actor=user, definition=definition).app
+    run(user, app, "add", {"title": "Kept", "n": 1})
+    gone_id = run(user, app, "add", {"title": "Gone", "n": 2})
+    run(user, app, "remove", {"id": gone_id})
+    deletion = Change.objects.filter(app=app).latest("id")
+    other = definition_save(
+        actor=user,
+        definition=copy.deepcopy(definition),
+        app_id=app.id,
+        expected_version=app.version,
+        migrate={"books": TAGGED},
+    )
+    assert other.migration.migrated == 1
+    migration = _migration_change(app)
+    with pytest.raises(OperationFailed) as caught:
+        change_revert(actor=user, change_id=deletion.pk, via=ChangeVia.MCP, force=True)
+    assert caught.value.details == {"change_id": str(deletion.pk), "migrations": [str(migration.pk)]}
+    assert gone_id not in records(app, "books")

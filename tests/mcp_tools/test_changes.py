@@ -199,5 +199,5 @@ def test_an_agents_migration_is_listed_as_one_change_and_revert_change_refuses_i
     assert "is a record migration" in refused.structured_content["error"]["message"]
     earlier = call_tool_error(live, alice, mode, "revert_change", {"change_id": added.meta[CHANGE_ID], "force": True})
     assert checked("revert_change", earlier)["error"]["kind"] == "operation_failed"
-    assert f"a record migration since (change {newest['id']}) reshaped its records" in text_of(earlier)
+    assert f"a record migration since (change {newest['id']}) reshaped the records" in text_of(earlier)
     assert records(budget, "expenses") == {expense: {"amount": 5, "category": "f"}}
