@@ -285,7 +285,9 @@ def migration_revert_refusal(change_id: int) -> OperationFailed:
     return OperationFailed(
         f"Change {change_id} is a record migration (a definition save's migrate), which revert_change does not undo: "
         "the app's routes expect the records as it left them. Nothing was changed. To undo it, save the definition "
-        "again with a migrate that reverses it (update_app); to put one record back, run a route that writes it."
+        "again with a migrate that reverses it (update_app; each record's data before it is in list_changes); to "
+        "change one record, run a route that writes it (add one with update_app if the app has none).",
+        details={"change_id": str(change_id), "migration": True},
     )
 
 
@@ -296,7 +298,8 @@ def migrated_since_refusal(change_id: int, migrations: list[int]) -> OperationFa
     return OperationFailed(
         f"Change {change_id} was not reverted: a record migration since (change {named}) reshaped the records of "
         "its collections, and reverting would put back data from before it, which the app's routes no longer "
-        "expect. Nothing was changed. To change those records, run a route that writes them.",
+        "expect. Nothing was changed. To change those records, run a route that writes them (add one with "
+        "update_app if the app has none).",
         details={"change_id": str(change_id), "migrations": [str(n) for n in migrations]},
     )
 

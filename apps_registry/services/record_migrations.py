@@ -63,6 +63,7 @@ class MigrationOutcome:
     migrated: int = 0
     deleted: int = 0
     queued_id: uuid.UUID | None = None
+    change_id: int | None = None  # the change log's change of an inline migration that changed a record
 
     def as_dict(self) -> dict[str, Any]:
         found: dict[str, Any] = {"collections": self.collections, "records": self.total}
@@ -70,6 +71,8 @@ class MigrationOutcome:
             found.update(status="queued", id=str(self.queued_id))
         else:
             found.update(status="done", migrated=self.migrated, deleted=self.deleted)
+            if self.change_id is not None:
+                found["change_id"] = str(self.change_id)
         return found
 
     @property
@@ -80,7 +83,8 @@ class MigrationOutcome:
                 f"Migrating {self.total} records of {names} in the background; mutations of the app are refused "
                 "until it ends (get_app shows its progress)."
             )
-        return f"Migrated {self.migrated} and deleted {self.deleted} records of {names} with the save."
+        logged = f" (change {self.change_id} in list_changes)" if self.change_id is not None else ""
+        return f"Migrated {self.migrated} and deleted {self.deleted} records of {names} with the save{logged}."
 
 
 def migration_check(*, migrate: Any) -> Migration:
@@ -125,9 +129,12 @@ def record_migration_start(
             raise OperationFailed(
                 f"The migration failed, so nothing was saved: {exc.message}", details=exc.details
             ) from None
+        change_id = None
         if changes is not None:
-            change_record(app_id=app.id, actor=actor, via=ChangeVia.MIGRATION, route="", changes=changes)
-        return MigrationOutcome(collections=migration.collections, total=total, migrated=migrated, deleted=deleted)
+            change_id = change_record(app_id=app.id, actor=actor, via=ChangeVia.MIGRATION, route="", changes=changes)
+        return MigrationOutcome(
+            collections=migration.collections, total=total, migrated=migrated, deleted=deleted, change_id=change_id
+        )
     row = RecordMigration.objects.create(
         app=app,
         storage_id=storage_id,

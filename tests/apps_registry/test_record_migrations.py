@@ -72,7 +72,9 @@ def test_a_few_records_are_migrated_with_the_save(user):
         "status": "done",
         "migrated": 3,
         "deleted": 0,
+        "change_id": str(Change.objects.get(app=app, via=ChangeVia.MIGRATION).pk),
     }
+    assert saved.migration.text.endswith(f"with the save (change {saved.migration.change_id} in list_changes).")
     found = sorted(records(app, "books").values(), key=lambda r: r["n"])
     assert found == [{"title": f"Book {i}", "n": i, "tags": [], "touched": 1} for i in range(3)]
     assert set(Record.objects.filter(storage__app=app).values_list("version", flat=True)) == {2}

@@ -215,12 +215,15 @@ def test_update_app_migrates_the_records_with_the_save(live, alice, habits, mode
         "update_app",
         {"app_id": str(habits.id), "expected_version": 1, "definition": source["definition"], "migrate": migrate},
     )
+    from apps_registry.models import Change
+
     assert updated["value"]["migration"] == {
         "collections": ["logs"],
         "records": 1,
         "status": "done",
         "migrated": 1,
         "deleted": 0,
+        "change_id": str(Change.objects.get(app=habits, via="migration").pk),
     }
     assert Record.objects.get(storage=storage, record_id="h1").data == {"name": "Run", "archived": False}
     refused = call(

@@ -182,9 +182,12 @@ def test_an_agents_migration_is_listed_as_one_change_and_revert_change_refuses_i
         },
     )
     assert saved.structured_content["ok"] is True
+    logged = saved.structured_content["value"]["migration"]["change_id"]
+    assert f"(change {logged} in list_changes)" in text_of(saved)
     listed = call_tool_ok(live, alice, mode, "list_changes", {"app_id": str(budget.id)})
     newest = checked("list_changes", listed)["value"][0]
     assert (newest["via"], newest["route"], newest["by"], newest["records"]) == ("migration", "", "alice", 1)
+    assert newest["id"] == logged
     assert newest["entries"] == [
         {
             "collection": "expenses",
@@ -197,6 +200,7 @@ def test_an_agents_migration_is_listed_as_one_change_and_revert_change_refuses_i
     refused = call_tool_error(live, alice, mode, "revert_change", {"change_id": newest["id"]})
     assert checked("revert_change", refused)["error"]["kind"] == "operation_failed"
     assert "is a record migration" in refused.structured_content["error"]["message"]
+    assert refused.structured_content["error"]["details"] == {"change_id": logged, "migration": True}
     earlier = call_tool_error(live, alice, mode, "revert_change", {"change_id": added.meta[CHANGE_ID], "force": True})
     assert checked("revert_change", earlier)["error"]["kind"] == "operation_failed"
     assert f"a record migration since (change {newest['id']}) reshaped the records" in text_of(earlier)
