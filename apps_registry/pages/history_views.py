@@ -105,6 +105,24 @@ def record_history_page(request: HttpRequest, app_id: uuid.UUID, collection: str
     return _render(request, app_id, collection=collection, record_id=record_id)
 
 
+def _revert_refusal_words(error: CharmingError) -> str:
+    """A refused revert in a person's words: the record migration ones name the tools an agent would use."""
+    details = error.details or {}
+    if details.get("migration"):
+        return (
+            f"Change {details['change_id']} changed the app's stored records when its design was changed, and is "
+            "not reverted: the app now expects its records as it left them. Nothing was changed."
+        )
+    if details.get("migrations"):
+        since = ", ".join(details["migrations"])
+        return (
+            f"Change {details['change_id']} was not reverted: the app's records were reshaped since, when its design "
+            f"was changed (change {since}), and reverting would put back data the app no longer expects. Nothing was "
+            "changed; edit those records with the app's own actions instead."
+        )
+    return error.message
+
+
 @login_required
 @require_POST
 def change_revert_submit(request: HttpRequest, app_id: uuid.UUID, change_id: str) -> HttpResponse:
@@ -128,8 +146,8 @@ def change_revert_submit(request: HttpRequest, app_id: uuid.UUID, change_id: str
         return _render(request, app.id, conflict=conflict)
     except NotFound:
         raise Http404("No such change in this app.") from None
-    except CharmingError as error:  # a bad change id, the records migrating, the records limit
-        messages.error(request, error.message)
+    except CharmingError as error:  # a bad change id, the records migrating or migrated since, the records limit
+        messages.error(request, _revert_refusal_words(error))
         return redirect(back)
     if result.change_id is None:
         messages.info(request, f"The records of change {result.reverted_id} already were as before it: nothing to do.")

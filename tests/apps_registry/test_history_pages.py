@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html as html_module
+
 import pytest
 from django.test import Client
 
@@ -130,5 +132,12 @@ def test_a_migration_shows_as_records_migrated_without_a_revert_button(user, app
     assert "through a definition save" in html and "&quot;title&quot;: &quot;MILK&quot;" in html
     assert f"Revert change {migration.pk}" not in html and f"Revert change {added}" in html
     refused = browser_of(user).post(f"/apps/{app.id}/changes/{migration.pk}/revert/", follow=True)
-    assert "is a record migration" in refused.content.decode()
+    assert (
+        f"Change {migration.pk} changed the app's stored records when its design was changed, and is not reverted"
+        in html_module.unescape(refused.content.decode())
+    )
+    earlier = browser_of(user).post(f"/apps/{app.id}/changes/{added}/revert/", follow=True).content.decode()
+    earlier = html_module.unescape(earlier)
+    assert f"Change {added} was not reverted: the app's records were reshaped since" in earlier
+    assert f"(change {migration.pk})" in earlier and "update_app" not in earlier
     assert records(app, "tasks")["t1"]["title"] == "MILK"
