@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import Case, Count, IntegerField, Max, Q, QuerySet, Sum, TextField, Value, When
@@ -17,6 +17,7 @@ from oauth2_provider.models import AccessToken, Application, RefreshToken
 
 from apps_registry.access import app_for, apps_visible_to
 from apps_registry.cursors import cursor_make, cursor_read, items_within_budget
+from apps_registry.exceptions import InvalidInput
 from apps_registry.models import (
     Advisory,
     ApiToken,
@@ -495,57 +496,98 @@ class ChangesPage:
     truncated: bool
 
 
+def change_moment_read(value: str | None, *, name: str) -> datetime | None:
+    """A `since` / `until` bound of the change log: an ISO 8601 date-time (its offset, or UTC when it has none) or
+    a date (its midnight, UTC); None when not given; invalid_input saying what to send otherwise."""
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        moment = datetime.fromisoformat(text) if "T" in text or " " in text else datetime.fromisoformat(text + "T00:00")
+    except ValueError:
+        raise InvalidInput(
+            f"'{name}' must be an ISO 8601 date-time such as '2026-12-03T09:00:00Z', or a date such as "
+            f"'2026-12-03' (its midnight, UTC); got {value[:40]!r}.",
+            errors=[{"path": name, "message": "is not an ISO 8601 date-time or date"}],
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def changes_page_for(
     actor: Any,
     *,
     app_id: uuid.UUID | str,
     collection: str | None = None,
     record_id: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
     cursor: str | None = None,
     limit: int = CHANGE_PAGE_SIZE,
 ) -> ChangesPage:
     """A page of an app's changes, newest first (any member may read them); with `collection` and `record_id`,
-    only the changes of that record (a record's history), each showing that record alone."""
+    only the changes of that record (a record's history), each showing that record alone; with `since` and/or
+    `until`, only the changes made at or after `since` and before `until`.
+
+    Three reads whatever the page's size: the changes, the reverts of them, and their first CHANGE_ENTRIES_SHOWN
+    entries (a change's entries are numbered from 0, so that is `position <` it, by the (change, position) key)."""
     app, _role = app_for(actor=actor, app_id=app_id, need="read")
+    if since is not None and until is not None and since >= until:
+        raise InvalidInput(
+            f"'since' ({since.isoformat()}) must be before 'until' ({until.isoformat()}): changes are listed from "
+            "since, included, to until, left out.",
+            errors=[{"path": "until", "message": "must be after since"}],
+        )
     one_record = collection is not None and record_id is not None
-    binding = f"list_changes|{app.pk}|{getattr(actor, 'pk', None)}|{collection if one_record else ''}|{record_id or ''}"
+    window = "|".join("" if moment is None else moment.isoformat() for moment in (since, until))
+    binding = (
+        f"list_changes|{app.pk}|{getattr(actor, 'pk', None)}|{collection if one_record else ''}|{record_id or ''}"
+        f"{'|' + window if since or until else ''}"
+    )
     changes = Change.objects.filter(app=app)
     if one_record:
         touching = ChangeEntry.objects.filter(app=app, collection=collection, record_id=record_id).values("change_id")
         changes = changes.filter(pk__in=touching)
+    if since is not None:
+        changes = changes.filter(created_at__gte=since)
+    if until is not None:
+        changes = changes.filter(created_at__lt=until)
     if cursor:
         (after,) = cursor_read(cursor, binding=binding, length=1, what="list_changes", path="$.cursor")
         changes = changes.filter(pk__lt=int(after))
     rows = list(changes.order_by("-id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
+    ids = [change.pk for change in rows]
     reverted_by: dict[int, list[int]] = {}
-    for reverting, reverted in Change.objects.filter(reverts_id__in=[c.pk for c in rows]).values_list(
-        "id", "reverts_id"
-    ):
+    for reverting, reverted in Change.objects.filter(reverts_id__in=ids).values_list("id", "reverts_id"):
         reverted_by.setdefault(reverted, []).append(reverting)
-    listings = []
-    for change in rows:
-        entries = ChangeEntry.objects.filter(change_id=change.pk)
-        if one_record:
-            entries = entries.filter(collection=collection, record_id=record_id)
-        shown = [
-            {"collection": e.collection, "id": e.record_id, "before": e.before, "after": e.after}
-            for e in entries.order_by("position")[:CHANGE_ENTRIES_SHOWN]
-        ]
-        listings.append(
-            ChangeListing(
-                id=change.pk,
-                at=change.created_at,
-                by=change.actor_repr,
-                via=change.via,
-                route=change.route,
-                reverts=change.reverts_id,
-                reverted_by=sorted(reverted_by.get(change.pk, [])),
-                records=change.records,
-                entries=shown,
-            )
+    entries = ChangeEntry.objects.filter(change_id__in=ids)
+    if one_record:
+        entries = entries.filter(collection=collection, record_id=record_id)
+    else:
+        entries = entries.filter(position__lt=CHANGE_ENTRIES_SHOWN)
+    shown: dict[int, list[dict[str, Any]]] = {}
+    for entry in entries.order_by("change_id", "position").values_list(
+        "change_id", "collection", "record_id", "before", "after"
+    ):
+        change_id, collection_of, id_of, before, after = entry
+        of_change = shown.setdefault(change_id, [])
+        if len(of_change) < CHANGE_ENTRIES_SHOWN:
+            of_change.append({"collection": collection_of, "id": id_of, "before": before, "after": after})
+    listings = [
+        ChangeListing(
+            id=change.pk,
+            at=change.created_at,
+            by=change.actor_repr,
+            via=change.via,
+            route=change.route,
+            reverts=change.reverts_id,
+            reverted_by=sorted(reverted_by.get(change.pk, [])),
+            records=change.records,
+            entries=shown.get(change.pk, []),
         )
+        for change in rows
+    ]
     kept = items_within_budget([listing.as_dict() for listing in listings])
     truncated = kept < len(listings)
     last = listings[kept - 1] if listings else None

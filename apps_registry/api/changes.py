@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from apps_registry.api.serializers import StrictInputSerializer, input_validated
 from apps_registry.exceptions import InvalidInput
 from apps_registry.models import ChangeVia
-from apps_registry.selectors import CHANGE_PAGE_MAX, CHANGE_PAGE_SIZE, changes_page_for
+from apps_registry.selectors import CHANGE_PAGE_MAX, CHANGE_PAGE_SIZE, change_moment_read, changes_page_for
 from apps_registry.services.changes import change_revert
 
 
@@ -28,8 +28,9 @@ def _limit(raw: str | None) -> int:
 
 
 class AppChangesView(APIView):
-    """GET /api/apps/<app_id>/changes/[?collection=&record_id=&cursor=&limit=]: the app's changes, newest first,
-    each with its records before and after (any member); with collection and record_id, that record's history."""
+    """GET /api/apps/<app_id>/changes/[?collection=&record_id=&since=&until=&cursor=&limit=]: the app's changes,
+    newest first, each with its records before and after (any member); with collection and record_id, that record's
+    history; with since and/or until (ISO 8601), the changes made from since to before until."""
 
     scope_needs = {"GET": "read"}
 
@@ -46,6 +47,8 @@ class AppChangesView(APIView):
             app_id=app_id,
             collection=collection,
             record_id=record_id,
+            since=change_moment_read(query.get("since"), name="since"),
+            until=change_moment_read(query.get("until"), name="until"),
             cursor=query.get("cursor"),
             limit=_limit(query.get("limit")),
         )

@@ -6,7 +6,7 @@ from typing import Any
 
 from apps_registry.cursors import compact_json
 from apps_registry.models import ChangeVia
-from apps_registry.selectors import CHANGE_PAGE_SIZE, changes_page_for
+from apps_registry.selectors import CHANGE_PAGE_SIZE, change_moment_read, changes_page_for
 from apps_registry.services.advisories import advisories_after_commit
 from apps_registry.services.changes import change_revert
 from mcp_tools.results import advisories_as_contract, envelope_ok
@@ -31,12 +31,16 @@ def _change_line(change: dict[str, Any]) -> str:
 
 async def handle_list(call: ToolCall) -> ToolResult:
     args = call.arguments
+    since = change_moment_read(args.get("since"), name="since")
+    until = change_moment_read(args.get("until"), name="until")
     page = await db(
         changes_page_for,
         call.user,
         app_id=args["app_id"],
         collection=args.get("collection"),
         record_id=args.get("record_id"),
+        since=since,
+        until=until,
         cursor=args.get("cursor"),
         limit=args.get("limit", CHANGE_PAGE_SIZE),
     )
@@ -47,6 +51,10 @@ async def handle_list(call: ToolCall) -> ToolResult:
     if page.truncated:
         paging["truncated"] = True
     of = f"record {args['collection']}/{args['record_id']}" if args.get("record_id") else f"app '{page.app.name}'"
+    if since is not None:
+        of += f" since {since.isoformat()}"
+    if until is not None:
+        of += f" before {until.isoformat()}"
     if not changes:
         return envelope_ok(changes, text=f"No changes of {of} on this page.", paging=paging)
     text = f"Changes of {of}, newest first:\n" + "\n".join(_change_line(c) for c in changes)

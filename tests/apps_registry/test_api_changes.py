@@ -48,6 +48,15 @@ def test_the_app_changes_list_and_a_revert(api, budget):
     assert f"by change {reverted.json()['value']['change_id']}" in again.json()["error"]["message"]
 
 
+def test_since_and_until_bound_the_listed_changes(api, budget):
+    old, new = (add(api, budget)["Charming-Change-Id"] for _ in range(2))
+    Change.objects.filter(pk=old).update(created_at="2026-01-10T12:00:00Z")
+    recent = api.get(f"/api/apps/{budget.id}/changes/?since=2026-02-01")
+    assert [c["id"] for c in recent.json()["value"]] == [new]
+    earlier = api.get(f"/api/apps/{budget.id}/changes/?until=2026-02-01T00:00:00Z")
+    assert [c["id"] for c in earlier.json()["value"]] == [old]
+
+
 def test_bad_inputs_are_refused_with_what_to_fix(api, budget):
     change_id = add(api, budget)["Charming-Change-Id"]
     half = api.get(f"/api/apps/{budget.id}/changes/?collection=expenses")
@@ -56,6 +65,8 @@ def test_bad_inputs_are_refused_with_what_to_fix(api, budget):
     assert (
         limit.status_code == 400 and "'limit' must be a whole number from 1 to 100" in limit.json()["error"]["message"]
     )
+    since = api.get(f"/api/apps/{budget.id}/changes/?since=tomorrow")
+    assert since.status_code == 400 and "'since' must be an ISO 8601 date-time" in since.json()["error"]["message"]
     force = api.post(f"/api/changes/{change_id}/revert/", {"force": "perhaps"}, format="json")
     assert force.status_code == 400 and "'force' must be true or false." in force.json()["error"]["message"]
     unknown = api.post(f"/api/changes/{change_id}/revert/", {"forse": True}, format="json")

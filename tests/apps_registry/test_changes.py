@@ -7,12 +7,14 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from apps_registry.access import membership_set
 from apps_registry.exceptions import AccessDenied, ChangeConflict, InvalidInput, NotFound, OperationFailed
 from apps_registry.models import Change, ChangeEntry, Storage
-from apps_registry.selectors import changes_page_for, records_changes_of
+from apps_registry.selectors import change_moment_read, changes_page_for, records_changes_of
 from apps_registry.services.changes import change_revert, changes_purge
 from apps_registry.services.definitions import app_definition_save
 from apps_registry.services.routes import route_run
@@ -251,6 +253,71 @@ def test_timeline_and_record_history_pages(user, app):
     assert [e["id"] for c in history.changes for e in c.entries] == ["t2", "t2"]  # that record alone
     with pytest.raises(InvalidInput, match="cursor"):  # a timeline's cursor is not a record history's
         changes_page_for(user, app_id=app.id, collection="tasks", record_id="t2", cursor=page.next_cursor)
+
+
+def made_at(change_id, moment):
+    Change.objects.filter(pk=change_id).update(created_at=moment)
+
+
+def test_since_and_until_list_only_the_changes_of_that_span_and_bind_its_cursors(user, app):
+    day = timezone.now().replace(hour=12, minute=0, second=0, microsecond=0) - timedelta(days=3)
+    ids = [mutate(user, app, "add", id=f"t{n}", title=f"n{n}").change_id for n in range(6)]
+    for n, change_id in enumerate(ids):  # two changes a day, days 0, 1 and 2, at 12:00 and 18:00
+        made_at(change_id, day + timedelta(days=n // 2, hours=6 * (n % 2)))
+    second_day, third_day = day + timedelta(days=1), day + timedelta(days=2)
+
+    def listed(**span):
+        return [c.id for c in changes_page_for(user, app_id=app.id, **span).changes]
+
+    assert listed(since=second_day) == list(reversed(ids[2:]))  # since is included
+    assert listed(until=second_day) == list(reversed(ids[:2]))  # until is left out
+    assert listed(since=second_day, until=third_day) == [ids[3], ids[2]]
+    assert listed(since=second_day, until=third_day, collection="tasks", record_id="t3") == [ids[3]]
+    assert listed(since=third_day + timedelta(hours=7)) == []
+    page = changes_page_for(user, app_id=app.id, since=day, limit=2)
+    rest = changes_page_for(user, app_id=app.id, since=day, limit=2, cursor=page.next_cursor)
+    assert [c.id for c in rest.changes] == [ids[3], ids[2]]
+    with pytest.raises(InvalidInput, match="cursor"):  # a span's cursor is not the whole timeline's, nor another's
+        changes_page_for(user, app_id=app.id, limit=2, cursor=page.next_cursor)
+    with pytest.raises(InvalidInput, match="cursor"):
+        changes_page_for(user, app_id=app.id, since=second_day, limit=2, cursor=page.next_cursor)
+    with pytest.raises(InvalidInput, match=r"'since' \(.*\) must be before 'until'"):
+        changes_page_for(user, app_id=app.id, since=third_day, until=second_day)
+
+
+@pytest.mark.parametrize(
+    ("text", "moment"),
+    [
+        ("2026-12-03", "2026-12-03T00:00:00+00:00"),
+        ("2026-12-03T09:30:00Z", "2026-12-03T09:30:00+00:00"),
+        ("2026-12-03T09:30:00-05:00", "2026-12-03T09:30:00-05:00"),
+        ("2026-12-03T09:30", "2026-12-03T09:30:00+00:00"),
+    ],
+)
+def test_a_span_bound_is_an_iso_date_time_utc_without_an_offset_or_a_dates_midnight(text, moment):
+    assert change_moment_read(text, name="since").isoformat() == moment
+
+
+@pytest.mark.parametrize("bad", ["yesterday", "2026-13-01", "2026-12-03T25:00", "", "12/03/2026"])
+def test_a_bad_span_bound_says_what_to_send(bad):
+    with pytest.raises(InvalidInput, match=r"'until' must be an ISO 8601 date-time such as '2026-12-03T09:00:00Z'"):
+        change_moment_read(bad, name="until")
+
+
+def test_a_page_of_changes_reads_the_same_few_statements_whatever_its_size(user, app):
+    """The changes, their reverts and their shown entries: the same reads a page, not one more per change."""
+    for n in range(12):
+        mutate(user, app, "add", id=f"t{n}", title="x")
+    changes_page_for(user, app_id=app.id, limit=2)  # warm the app's lookups alike for both counts
+    with CaptureQueriesContext(connection) as two:
+        small_page = changes_page_for(user, app_id=app.id, limit=2)
+    with CaptureQueriesContext(connection) as twelve:
+        big_page = changes_page_for(user, app_id=app.id, limit=12)
+    assert len(big_page.changes) == 12
+    assert len(two) == len(twelve)
+    for change, n in zip(big_page.changes, reversed(range(12)), strict=True):  # each change shows its own entries
+        assert f"t{n}" in [entry["id"] for entry in change.entries]
+    assert [c.entries for c in small_page.changes] == [c.entries for c in big_page.changes[:2]]
 
 
 @pytest.mark.parametrize("batch", [1, 1000])

@@ -205,3 +205,21 @@ def test_an_agents_migration_is_listed_as_one_change_and_revert_change_refuses_i
     assert checked("revert_change", earlier)["error"]["kind"] == "operation_failed"
     assert f"a record migration since (change {newest['id']}) reshaped the records" in text_of(earlier)
     assert records(budget, "expenses") == {expense: {"amount": 5, "category": "f"}}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_since_and_until_bound_the_listed_changes_and_a_bad_bound_says_what_to_send(live, alice, budget, mode):
+    old, new = (
+        call_tool_ok(live, alice, mode, "mutate_app", mutate(budget, "add_expense", {"amount": n, "category": "f"}))
+        for n in (1, 2)
+    )
+    Change.objects.filter(pk=old.meta[CHANGE_ID]).update(created_at="2026-01-10T12:00:00Z")
+    since = {"app_id": str(budget.id), "since": "2026-02-01"}
+    recent = call_tool_ok(live, alice, mode, "list_changes", since)
+    assert [c["id"] for c in checked("list_changes", recent)["value"]] == [new.meta[CHANGE_ID]]
+    until = {"app_id": str(budget.id), "until": "2026-02-01T00:00:00Z"}
+    earlier = checked("list_changes", call_tool_ok(live, alice, mode, "list_changes", until))
+    assert [c["id"] for c in earlier["value"]] == [old.meta[CHANGE_ID]]
+    bad = call_tool_error(live, alice, mode, "list_changes", {"app_id": str(budget.id), "since": "last week"})
+    assert checked("list_changes", bad)["error"]["kind"] == "invalid_input"
+    assert "'since' must be an ISO 8601 date-time such as '2026-12-03T09:00:00Z'" in text_of(bad)
