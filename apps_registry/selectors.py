@@ -504,13 +504,15 @@ def change_moment_read(value: str | None, *, name: str) -> datetime | None:
     text = value.strip()
     try:
         moment = datetime.fromisoformat(text) if "T" in text or " " in text else datetime.fromisoformat(text + "T00:00")
-    except ValueError:
+        moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+        moment.astimezone(UTC)  # the database compares in UTC: a moment past year 9999 there is refused here
+    except (ValueError, OverflowError):
         raise InvalidInput(
             f"'{name}' must be an ISO 8601 date-time such as '2026-12-03T09:00:00Z', or a date such as "
             f"'2026-12-03' (its midnight, UTC); got {value[:40]!r}.",
             errors=[{"path": name, "message": "is not an ISO 8601 date-time or date"}],
         ) from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return moment
 
 
 def changes_page_for(
