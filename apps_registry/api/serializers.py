@@ -1,5 +1,6 @@
 """What the API's views share: checking a body with a view's InputSerializer (refused as the domain's
-InvalidInput), and the fields their OutputSerializers need.
+InvalidInput), the checks a body read by hand shares with it (`body_shape_check`, `field_errors_refuse`), and the
+fields their OutputSerializers need.
 
 DRF ignores fields a serializer does not declare and words its errors per field; a caller of this
 API gets one InvalidInput naming what to fix, with each problem's JSON path, as the MCP tools do.
@@ -7,12 +8,13 @@ API gets one InvalidInput naming what to fix, with each problem's JSON path, as 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rest_framework import serializers
 
 from apps_registry.exceptions import InvalidInput
-from apps_registry.values import json_repr, type_name
+from apps_registry.values import type_name
 
 
 class StrictInputSerializer(serializers.Serializer):
@@ -27,45 +29,41 @@ class StrictInputSerializer(serializers.Serializer):
 
 def input_validated(serializer_class: type[StrictInputSerializer], data: Any) -> dict[str, Any]:
     """The body's validated fields, or InvalidInput naming each problem with its JSON path."""
-    if not isinstance(data, dict):
-        raise InvalidInput(
-            f"Send a JSON object like {serializer_class.example}.",
-            errors=[{"path": "$", "message": f"expected an object, got {type_name(data)}"}],
-        )
+    body_shape_check(
+        data, fields=serializer_class._declared_fields, example=serializer_class.example, takes=serializer_class.takes
+    )
     serializer = serializer_class(data=data)
-    unknown = sorted(set(data) - set(serializer.fields))
-    if unknown:
-        raise InvalidInput(
-            f"Unknown field(s) {', '.join(repr(k) for k in unknown)}: {serializer_class.takes}",
-            errors=[{"path": f"$.{key}", "message": "unknown field"} for key in unknown],
-        )
     if not serializer.is_valid():
-        errors = [
-            {"path": f"$.{name}", "message": str(message)}
-            for name, messages in serializer.errors.items()
-            for message in messages
-        ]
-        raise InvalidInput(" ".join(e["message"] for e in errors), errors=errors)
+        field_errors_refuse(
+            [
+                {"path": f"$.{name}", "message": str(message)}
+                for name, messages in serializer.errors.items()
+                for message in messages
+            ]
+        )
     validated: dict[str, Any] = dict(serializer.validated_data)
     return validated
 
 
-class JsonObjectField(serializers.DictField):
-    """A JSON object; anything else is refused naming its JSON type (array, string, ...), not Python's."""
+def body_shape_check(data: Any, *, fields: Iterable[str], example: str, takes: str) -> None:
+    """InvalidInput unless the body is a JSON object holding only `fields` (`example` and `takes` word it)."""
+    if not isinstance(data, dict):
+        raise InvalidInput(
+            f"Send a JSON object like {example}.",
+            errors=[{"path": "$", "message": f"expected an object, got {type_name(data)}"}],
+        )
+    unknown = sorted(set(data).difference(fields))
+    if unknown:
+        raise InvalidInput(
+            f"Unknown field(s) {', '.join(repr(k) for k in unknown)}: {takes}",
+            errors=[{"path": f"$.{key}", "message": "unknown field"} for key in unknown],
+        )
 
-    def to_internal_value(self, data: Any) -> Any:
-        if not isinstance(data, dict):
-            self.fail("not_a_dict", input_type=type_name(data))
-        return super().to_internal_value(data)
 
-
-class JsonChoiceField(serializers.ChoiceField):
-    """A choice whose refusal quotes the value as JSON (`got true`, `got 5`), not as Python's repr."""
-
-    def fail(self, key: str, **kwargs: Any) -> Any:
-        if "input" in kwargs:
-            kwargs["input"] = json_repr(kwargs["input"])
-        return super().fail(key, **kwargs)
+def field_errors_refuse(errors: list[dict[str, str]]) -> None:
+    """InvalidInput carrying each field's problem ({path, message}), its message their messages in turn."""
+    if errors:
+        raise InvalidInput(" ".join(e["message"] for e in errors), errors=errors)
 
 
 class IsoDateTimeField(serializers.Field):

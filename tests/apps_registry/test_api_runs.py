@@ -66,6 +66,7 @@ def test_a_viewer_cannot_mutate(api, budget, other_user):
         ({"kind": "delete"}, "$.kind", "'kind' must be 'mutation' or 'query', got 'delete'."),
         ({"kind": None}, "$.kind", "'kind' must be 'mutation' or 'query', got null."),
         ({"kind": True}, "$.kind", "'kind' must be 'mutation' or 'query', got true."),
+        ({"kind": ["query"]}, "$.kind", "'kind' must be 'mutation' or 'query', got [\"query\"]."),
         ({"param": {}}, "$.param", "Unknown field(s) 'param'"),
     ],
 )
@@ -78,6 +79,25 @@ def test_a_malformed_body_is_invalid_input(api, budget, body, path, message):
     if path != "$" and not message.startswith("Unknown"):
         assert error["errors"][0]["message"] == message
     assert error["errors"][0]["path"] == path
+
+
+def test_a_body_with_two_bad_fields_names_both(api, budget):
+    response = api.post(f"/api/apps/{budget.id}/run/add_expense/", {"params": 3, "kind": ""}, format="json")
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert [e["path"] for e in error["errors"]] == ["$.params", "$.kind"]
+    assert error["message"] == (
+        "'params' must be a JSON object matching the route's input schema, got integer. "
+        "'kind' must be 'mutation' or 'query', got ''."
+    )
+    assert not Record.objects.exists()
+
+
+def test_a_null_params_runs_a_route_taking_no_input(api, budget):
+    response = api.post(f"/api/apps/{budget.id}/run/count_expenses/", {"params": None, "kind": "query"}, format="json")
+
+    assert response.status_code == 200, response.json()
 
 
 def test_without_a_token_it_is_401(budget):
